@@ -1,0 +1,120 @@
+"""One exception tree for everything splitter raises or records on an answer.
+
+    SplitterError
+    ├── InvalidInputError (also ValueError)   a question or argument is unusable; names the item
+    ├── APIError                               a request did not produce an answer
+    │   ├── APIStatusError                     the service answered with an error status
+    │   │   ├── RateLimitError                 429: retried after the service's retry-after
+    │   │   │   └── QuotaExceededError         429 insufficient_quota: never retried, it cannot pass
+    │   │   └── ServerError                    5xx: retried
+    │   ├── APIConnectionError                 no usable HTTP response (reset, refused, ...)
+    │   │   └── APITimeoutError                the per-request timeout passed
+    │   └── InvalidResponseError               a 2xx whose body holds no answer
+    ├── DeadlineExceededError                  the batch deadline passed before this question's turn
+    └── PartialFailure                         raise_on_error=True and some questions failed
+
+openai's and the HTTP library's exceptions are translated in exactly one place
+(``splitter._openai``) and kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._questions import Answer, BatchResult
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "DeadlineExceededError",
+    "InvalidInputError",
+    "InvalidResponseError",
+    "PartialFailure",
+    "QuotaExceededError",
+    "RateLimitError",
+    "ServerError",
+    "SplitterError",
+]
+
+
+class SplitterError(Exception):
+    """Root of every exception splitter raises."""
+
+
+class InvalidInputError(SplitterError, ValueError):
+    """A question or argument cannot be sent; ``index`` names the question when there is one."""
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class APIError(SplitterError):
+    """A request to the service did not produce an answer."""
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class APIStatusError(APIError):
+    """The service answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        request_id: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.status_code = status_code
+        self.code = code
+        #: Seconds the service asked us to wait (retry-after-ms / retry-after), if it said.
+        self.retry_after = retry_after
+
+
+class RateLimitError(APIStatusError):
+    """429: the rate limit is exhausted for now."""
+
+
+class QuotaExceededError(RateLimitError):
+    """429 ``insufficient_quota``: the account is out of credit; retrying cannot help."""
+
+
+class ServerError(APIStatusError):
+    """5xx: the service failed; worth retrying."""
+
+
+class APIConnectionError(APIError):
+    """No usable HTTP response arrived (connection refused or reset, protocol error)."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The per-request timeout passed before the answer arrived."""
+
+
+class InvalidResponseError(APIError):
+    """The service answered 2xx but the body holds no usable answer."""
+
+
+class DeadlineExceededError(SplitterError):
+    """The batch's overall deadline passed before this question was answered."""
+
+
+class PartialFailure(SplitterError):
+    """Some questions failed; ``result`` holds every answer, ``failed`` the failed ones."""
+
+    def __init__(self, result: BatchResult) -> None:
+        self.result = result
+        self.failed: Sequence[Answer] = result.failed
+        shown = ", ".join(f"#{a.index} ({type(a.error).__name__})" for a in self.failed[:5])
+        more = f" and {len(self.failed) - 5} more" if len(self.failed) > 5 else ""
+        super().__init__(f"{len(self.failed)} of {len(result)} questions failed: {shown}{more}")

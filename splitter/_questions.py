@@ -1,0 +1,134 @@
+"""What goes in (``Question``) and what comes out (``Answer``, ``BatchResult``).
+
+Every question carries a stable ``id`` (the caller's, or its input position), and every
+answer is stored in the slot of its question's index: reassembly never depends on the
+order in which responses happen to arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, overload
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ._exceptions import PartialFailure
+
+if TYPE_CHECKING:
+    from ._exceptions import SplitterError
+
+__all__ = ["Answer", "BatchResult", "Question", "RunStats", "Usage"]
+
+
+class Question(BaseModel):
+    """One question, with the per-question knobs the planner may use."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = Field(description="The question as the model should read it.")
+    id: str | None = Field(None, description="Your key for it; defaults to its input position.")
+    max_tokens: int | None = Field(None, ge=1, description="Cap on this answer's length.")
+    expected_tokens: int | None = Field(None, ge=1, description="Your guess of the answer length.")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("the question is blank")
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens billed."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The outcome for one question: its text, or the error that stopped it."""
+
+    index: int
+    question: Question
+    text: str | None
+    error: SplitterError | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    request_id: str | None = None  # the provider's id of the request that answered it
+    finish_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def id(self) -> str:
+        return self.question.id if self.question.id is not None else str(self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """What running a batch took."""
+
+    wall_time: float = 0.0
+    requests: int = 0  # HTTP requests sent, retries included
+    retries: int = 0
+    rate_limited: int = 0  # 429 responses received
+    failed: int = 0  # questions left without an answer
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult(Sequence[Answer]):
+    """The answers in the caller's order, with totals."""
+
+    answers: tuple[Answer, ...]
+    stats: RunStats = field(default_factory=RunStats)
+
+    @overload
+    def __getitem__(self, index: int) -> Answer: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Answer]: ...
+    def __getitem__(self, index: int | slice) -> Answer | Sequence[Answer]:
+        return self.answers[index]
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    def __iter__(self) -> Iterator[Answer]:
+        return iter(self.answers)
+
+    @property
+    def texts(self) -> list[str | None]:
+        """Each answer's text (None where it failed), in input order."""
+        return [a.text for a in self.answers]
+
+    @property
+    def usage(self) -> Usage:
+        return sum((a.usage for a in self.answers), Usage())
+
+    @property
+    def ok(self) -> bool:
+        return all(a.ok for a in self.answers)
+
+    @property
+    def failed(self) -> Sequence[Answer]:
+        return [a for a in self.answers if not a.ok]
+
+    def raise_for_errors(self) -> BatchResult:
+        """Raise ``PartialFailure`` if any question failed; return self otherwise."""
+        if not self.ok:
+            raise PartialFailure(self)
+        return self

@@ -1,0 +1,242 @@
+"""Continuous batching, simulated exactly and lazily.
+
+A sequence is queued (FIFO, waiting for one of the profile's ``slots``), then prefills for
+``ttft0 + input_tokens / prefill_rate`` without slowing anyone, then decodes, then is done.
+While ``m`` sequences decode, each advances at ``1 / (tpot1 * (1 + beta * (m - 1)))`` tokens
+per simulated second: a fluid model of a server's step loop.
+
+There is no background task: the engine must run inside whichever event loop awaits it (the
+caller's, on asyncio or trio, or uvicorn's thread), and no task group exists to own one.
+Instead the state is advanced on demand: ``_advance(now)`` replays every event up to ``now``
+in time order, moving decode progress piecewise-linearly between events. A waiter sleeps until
+the earlier of its own target and the next global event, or until an arrival or departure
+changes the schedule (a shared ``anyio.Event``), then advances and checks again.
+
+One engine serves one event loop at a time: it may be used from the uvicorn thread's loop or
+from the caller's loop, but never from both at once (nothing here is locked).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from contextlib import contextmanager
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from splitter.sim._profiles import Profile
+
+__all__ = ["Engine", "SeqState", "Sequence"]
+
+# Progress is floating point; a sequence this close to a token boundary has reached it.
+_EPS = 1e-6
+
+
+class SeqState(Enum):
+    """Where a sequence is in its life."""
+
+    QUEUED = "queued"
+    PREFILL = "prefill"
+    DECODING = "decoding"
+    DONE = "done"
+    REMOVED = "removed"
+
+
+class Sequence:
+    """One request's generation: its sizes, state and progress (in simulated seconds)."""
+
+    __slots__ = ("done_at", "input_tokens", "output_tokens", "prefill_end", "produced", "state")
+
+    def __init__(self, input_tokens: int, output_tokens: int) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.state = SeqState.QUEUED
+        self.prefill_end = math.inf
+        self.produced = 0.0
+        self.done_at = math.inf
+
+    @property
+    def tokens(self) -> int:
+        """Whole output tokens produced so far."""
+        if self.state is SeqState.DONE:
+            return self.output_tokens
+        return min(self.output_tokens, math.floor(self.produced + _EPS))
+
+
+class Engine:
+    """The batching state of one simulated deployment."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        time_scale: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock`` returns real seconds; simulated time is real time / ``time_scale``.
+
+        The default is ``time.monotonic`` rather than ``anyio.current_time``: trio's clock
+        restarts at a random offset in every run, and an engine outlives event loops.
+        """
+        if time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        self.profile = profile
+        self.time_scale = time_scale
+        self._clock = clock
+        self._origin = clock()
+        self._sim_now = 0.0
+        self._queue: deque[Sequence] = deque()
+        self._prefilling: list[Sequence] = []
+        self._decoding: list[Sequence] = []
+        self._changed: anyio.Event | None = None
+
+    # -- public surface -------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Current simulated time, in seconds since the engine was made."""
+        return (self._clock() - self._origin) / self.time_scale
+
+    def advance(self) -> None:
+        """Bring the state up to the clock's present."""
+        self._advance(max(self.now(), self._sim_now))
+
+    @property
+    def active(self) -> int:
+        """Sequences holding a slot (prefilling or decoding)."""
+        return len(self._prefilling) + len(self._decoding)
+
+    @property
+    def queued(self) -> int:
+        """Sequences waiting for a slot."""
+        return len(self._queue)
+
+    def submit(self, input_tokens: int, output_tokens: int) -> Sequence:
+        """Add a sequence now; it starts prefill at once when a slot is free."""
+        self.advance()
+        seq = Sequence(input_tokens, output_tokens)
+        self._queue.append(seq)
+        self._admit(self._sim_now)
+        self._advance(self._sim_now)  # zero-length prefill/decoding completes right away
+        self._notify()
+        return seq
+
+    def release(self, seq: Sequence) -> None:
+        """Take a sequence out (finished or abandoned), freeing its slot for the queue."""
+        self.advance()
+        if seq.state is SeqState.DONE or seq.state is SeqState.REMOVED:
+            return
+        for pool in (self._queue, self._prefilling, self._decoding):
+            if seq in pool:
+                pool.remove(seq)
+        seq.state = SeqState.REMOVED
+        self._admit(self._sim_now)
+        self._advance(self._sim_now)
+        self._notify()
+
+    @contextmanager
+    def sequence(self, input_tokens: int, output_tokens: int) -> Iterator[Sequence]:
+        """Submit a sequence and make sure it leaves the engine however the block ends."""
+        seq = self.submit(input_tokens, output_tokens)
+        try:
+            yield seq
+        finally:
+            self.release(seq)
+
+    async def wait_tokens(self, seq: Sequence, n: int) -> None:
+        """Return once ``seq`` has produced at least ``n`` tokens (or is finished)."""
+        n = min(n, seq.output_tokens)
+        while True:
+            self.advance()
+            if seq.tokens >= n or seq.state in (SeqState.DONE, SeqState.REMOVED):
+                return
+            wake = min(self._eta(seq, n), self._next_event()[0])
+            # Take the event before sleeping: an arrival from here on will set this one.
+            changed = self._event()
+            delay = max(0.0, wake - self._sim_now) * self.time_scale
+            with anyio.move_on_after(delay):
+                await changed.wait()
+
+    # -- the simulation -------------------------------------------------------------------
+
+    def _event(self) -> anyio.Event:
+        # Made lazily so it belongs to the loop that waits on it.
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _admit(self, at: float) -> None:
+        while self._queue and self.active < self.profile.slots:
+            seq = self._queue.popleft()
+            seq.state = SeqState.PREFILL
+            seq.prefill_end = at + self.profile.prefill_seconds(seq.input_tokens)
+            self._prefilling.append(seq)
+
+    def _rate(self) -> float:
+        step = self.profile.step_seconds(len(self._decoding))
+        return math.inf if step == 0 else 1 / step
+
+    def _next_event(self) -> tuple[float, Sequence | None]:
+        """The earliest pending prefill end or decode completion, and whose it is."""
+        best: tuple[float, Sequence | None] = (math.inf, None)
+        for seq in self._prefilling:
+            if seq.prefill_end < best[0]:
+                best = (seq.prefill_end, seq)
+        if self._decoding:
+            rate = self._rate()
+            seq = min(self._decoding, key=lambda s: s.output_tokens - s.produced)
+            left = max(0.0, seq.output_tokens - seq.produced)
+            at = self._sim_now if math.isinf(rate) else self._sim_now + left / rate
+            if at < best[0]:
+                best = (at, seq)
+        return best
+
+    def _eta(self, seq: Sequence, n: int) -> float:
+        """When ``seq`` reaches ``n`` tokens if nothing changes; inf unless decoding."""
+        if seq.state is not SeqState.DECODING:
+            return math.inf
+        rate = self._rate()
+        if math.isinf(rate):
+            return self._sim_now
+        return self._sim_now + max(0.0, n - seq.produced) / rate
+
+    def _advance(self, now: float) -> None:
+        # Each pass fires exactly one event, so the loop always terminates.
+        while True:
+            at, seq = self._next_event()
+            if seq is None or at > now:
+                self._progress(now)
+                return
+            self._progress(at)
+            self._fire(seq)
+
+    def _progress(self, until: float) -> None:
+        if until <= self._sim_now:
+            return
+        if self._decoding:
+            gained = (until - self._sim_now) * self._rate()
+            for seq in self._decoding:
+                seq.produced = min(float(seq.output_tokens), seq.produced + gained)
+        self._sim_now = until
+
+    def _fire(self, seq: Sequence) -> None:
+        if seq.state is SeqState.PREFILL:
+            self._prefilling.remove(seq)
+            seq.state = SeqState.DECODING
+            self._decoding.append(seq)
+            return
+        self._decoding.remove(seq)
+        seq.produced = float(seq.output_tokens)
+        seq.state = SeqState.DONE
+        seq.done_at = self._sim_now
+        self._admit(self._sim_now)

@@ -1,0 +1,169 @@
+"""Reading request bodies: JSON in, typed requests out, or a 400 naming the bad parameter."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "BadRequest",
+    "EmbeddingsRequest",
+    "GenerationRequest",
+    "parse_chat",
+    "parse_embeddings",
+    "parse_responses",
+]
+
+
+class BadRequest(Exception):
+    """A request the service refuses with 400; ``param`` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """A chat-completions or responses request, reduced to what the simulation needs."""
+
+    api: Literal["chat", "responses"]
+    model: str
+    contents: tuple[str, ...]  # every message's text, for prompt_tokens
+    user_text: str  # the last user message: the question(s)
+    max_tokens: int | None
+    stream: bool = False
+    include_usage: bool = False
+    instructions: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsRequest:
+    """An embeddings request."""
+
+    model: str
+    inputs: tuple[str, ...]
+    base64: bool
+
+
+def _load(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise BadRequest(
+            "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
+            "payload, but what was sent was not valid JSON."
+        )
+    return data
+
+
+def _model(data: dict[str, Any]) -> str:
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("you must provide a model parameter", "model")
+    return model
+
+
+def _positive_int(data: dict[str, Any], *names: str) -> int | None:
+    """The first of ``names`` present, which must be a positive integer."""
+    for name in names:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise BadRequest(f"Invalid '{name}': expected an integer of at least 1.", name)
+        return value
+    return None
+
+
+def text_of(content: Any) -> str:
+    """A message content's text: a string, or the text parts of a list of parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "\n".join(t for t in texts if isinstance(t, str))
+    return ""
+
+
+def _messages(items: Any, param: str) -> list[tuple[str, str]]:
+    """(role, text) pairs from a list of message objects."""
+    if not isinstance(items, list):
+        raise BadRequest(f"Invalid type for '{param}': expected an array.", param)
+    if not items:
+        raise BadRequest(f"Invalid '{param}': empty array. Expected at least 1 message.", param)
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("role"), str):
+            raise BadRequest(
+                f"Invalid '{param}[{i}]': expected a message with a role.", f"{param}[{i}]"
+            )
+        out.append((item["role"], text_of(item.get("content"))))
+    return out
+
+
+def _last_user(messages: list[tuple[str, str]]) -> str:
+    users = [text for role, text in messages if role == "user"]
+    return users[-1] if users else messages[-1][1]
+
+
+def parse_chat(body: bytes) -> GenerationRequest:
+    """``POST /v1/chat/completions``; ``n`` > 1 is refused (the simulator makes one choice)."""
+    data = _load(body)
+    model = _model(data)
+    if "messages" not in data:
+        raise BadRequest("Missing required parameter: 'messages'.", "messages")
+    messages = _messages(data["messages"], "messages")
+    if _positive_int(data, "n") not in (None, 1):
+        raise BadRequest("The simulator supports only n=1.", "n")
+    options = data.get("stream_options")
+    return GenerationRequest(
+        api="chat",
+        model=model,
+        contents=tuple(text for _, text in messages),
+        user_text=_last_user(messages),
+        max_tokens=_positive_int(data, "max_completion_tokens", "max_tokens"),
+        stream=bool(data.get("stream")),
+        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+    )
+
+
+def parse_responses(body: bytes) -> GenerationRequest:
+    """``POST /v1/responses`` (non-streaming only: ``stream`` is refused with 400)."""
+    data = _load(body)
+    model = _model(data)
+    if "input" not in data:
+        raise BadRequest("Missing required parameter: 'input'.", "input")
+    if data.get("stream"):
+        raise BadRequest("The simulator does not stream the Responses API.", "stream")
+    raw = data["input"]
+    messages = [("user", raw)] if isinstance(raw, str) else _messages(raw, "input")
+    instructions = data.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise BadRequest("Invalid type for 'instructions': expected a string.", "instructions")
+    contents = ([instructions] if instructions else []) + [text for _, text in messages]
+    return GenerationRequest(
+        api="responses",
+        model=model,
+        contents=tuple(contents),
+        user_text=_last_user(messages),
+        max_tokens=_positive_int(data, "max_output_tokens"),
+        instructions=instructions,
+    )
+
+
+def parse_embeddings(body: bytes) -> EmbeddingsRequest:
+    """``POST /v1/embeddings`` with a string or a list of strings."""
+    data = _load(body)
+    model = _model(data)
+    raw = data.get("input")
+    inputs = [raw] if isinstance(raw, str) else raw
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(s, str) for s in inputs):
+        raise BadRequest(
+            "Invalid 'input': expected a string or a non-empty array of strings.", "input"
+        )
+    return EmbeddingsRequest(model, tuple(inputs), data.get("encoding_format") == "base64")

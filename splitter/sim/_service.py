@@ -1,0 +1,523 @@
+"""SimService: one simulated deployment, routing a request to its response.
+
+The service is door-agnostic: ``handle(method, path, body)`` returns a ``SimResponse`` (status,
+headers, and a body or a stream, or an instruction to drop the connection), and the doors in
+``_transport`` (in-process) and ``_asgi`` (a real server) deliver it. Each request:
+
+1. arrives (logged, counted in ``in_flight``, its fault drawn), waits half the round trip;
+2. is parsed (400), charged to the rate limits (429), and suffers its fault if any;
+3. runs through the batching engine (non-streaming waits for the last token; streaming
+   hands back a body that emits tokens as the engine produces them);
+4. waits the other half of the round trip and is delivered.
+
+Times: simulated seconds are multiplied by ``time_scale`` into real waits; everything reported
+to clients (retry-after, reset headers, processing ms) is real time. ``RequestRecord`` times
+come from the service clock, ``time.monotonic`` unless another clock is injected.
+
+A service may serve the caller's event loop (in-process door) or the uvicorn thread's loop
+(``serve``), but not both at once: its state is not locked.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import openai
+
+from splitter.sim import _wire
+from splitter.sim._answers import (
+    answer_prompt,
+    count_tokens,
+    cut_tokens,
+    prompt_tokens,
+    token_pieces,
+)
+from splitter.sim._asgi import make_asgi_app
+from splitter.sim._engine import Engine
+from splitter.sim._faults import FaultKind, Faults, draw_fault, request_rng, sloppy_parts
+from splitter.sim._limits import Admission, RateLimiter, SimLimits, format_reset
+from splitter.sim._profiles import PROFILES, Profile
+from splitter.sim._requests import (
+    BadRequest,
+    GenerationRequest,
+    parse_chat,
+    parse_embeddings,
+    parse_responses,
+)
+from splitter.sim._transport import make_transport
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+
+    from splitter.sim._asgi import ASGIApp
+    from splitter.sim._engine import Sequence
+
+__all__ = ["BodyStream", "RequestRecord", "SimResponse", "SimService"]
+
+BASE_URL = "http://splitter-sim.invalid/v1"
+_JSON = ("content-type", "application/json")
+_SSE = ("content-type", "text/event-stream; charset=utf-8")
+_CLIENT_GONE = 499  # nginx's code for "client closed request"
+_FAULT_ERRORS: dict[FaultKind, tuple[int, str, str | None, str]] = {
+    FaultKind.QUOTA: (
+        429,
+        "You exceeded your current quota, please check your plan and billing details.",
+        "insufficient_quota",
+        "insufficient_quota",
+    ),
+    FaultKind.E500: (
+        500,
+        "The server had an error while processing your request. Sorry about that!",
+        None,
+        "server_error",
+    ),
+    FaultKind.E502: (502, "Bad gateway.", None, "server_error"),
+    FaultKind.E503: (
+        503,
+        "The server is overloaded or not ready yet.",
+        None,
+        "server_error",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one HTTP request; appended to ``SimService.log`` when it ends.
+
+    ``arrived``/``finished`` are the service clock's real seconds (``time.monotonic`` by
+    default). ``status`` is 0 when the connection was dropped before a complete response, and
+    499 when the client went away first.
+    """
+
+    request_id: str
+    path: str
+    model: str
+    arrived: float
+    finished: float
+    status: int
+    error_code: str | None
+    stream: bool
+    user_text: str
+    prompt_tokens: int
+    completion_tokens: int
+    questions: tuple[str, ...]
+
+
+class BodyStream:
+    """A streaming body: the door iterates it and must ``aclose`` it however delivery ends."""
+
+    def __init__(self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]) -> None:
+        self._chunks = chunks
+        self._on_close = on_close
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks
+
+    async def aclose(self) -> None:
+        """Stop the body and release what it holds (its engine slot, its log record)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._chunks.aclose()
+        finally:
+            self._on_close()
+
+    def abandon(self) -> None:
+        """Release without running the body: it was never delivered."""
+        self._on_close()
+
+
+@dataclass(slots=True)
+class SimResponse:
+    """A response for a door to deliver; ``reset`` means drop the connection instead."""
+
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    stream: BodyStream | None = None
+    reset: bool = False
+
+
+@dataclass(slots=True)
+class _Call:
+    """One request's state while it is handled; becomes a ``RequestRecord``."""
+
+    number: int
+    path: str
+    arrived: float
+    rng: random.Random
+    fault: FaultKind | None
+    started: float = 0.0
+    model: str = ""
+    status: int = 0
+    error_code: str | None = None
+    stream: bool = False
+    user_text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    questions: tuple[str, ...] = ()
+    finished: float | None = None
+    closed: bool = False
+
+    @property
+    def request_id(self) -> str:
+        return f"req_{self.number}"
+
+
+class SimService:
+    """A simulated OpenAI-compatible service with one latency profile."""
+
+    def __init__(
+        self,
+        profile: str | Profile = "gpt-4o-mini",
+        *,
+        time_scale: float = 1.0,
+        limits: SimLimits | None = None,
+        faults: Faults | None = None,
+        default_answer_tokens: int = 50,
+        seed: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock`` gives real seconds for the engine, the rate limits and the log."""
+        if isinstance(profile, str):
+            if profile not in PROFILES:
+                raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")
+            profile = PROFILES[profile]
+        if default_answer_tokens < 1:
+            raise ValueError("default_answer_tokens must be at least 1")
+        self.profile = profile
+        self.time_scale = time_scale
+        self.limits = limits or SimLimits()
+        self.faults = faults or Faults()
+        self.default_answer_tokens = default_answer_tokens
+        self.seed = seed
+        self._clock = clock
+        self._engine = Engine(profile, time_scale=time_scale, clock=clock)
+        self._limiter = RateLimiter(self.limits, self._engine.now())
+        self._count = 0
+        self.log: list[RequestRecord] = []
+        self.in_flight = 0
+        self.asgi_app: ASGIApp = make_asgi_app(self)
+
+    # -- doors ----------------------------------------------------------------------------
+
+    def transport(self) -> Any:
+        """An async transport of openai's HTTP library that serves requests in-process."""
+        return make_transport(self)
+
+    def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` wired to this service in-process (close it when done)."""
+        http_client = openai.DefaultAsyncHttpxClient(transport=self.transport())
+        return openai.AsyncOpenAI(
+            base_url=BASE_URL, api_key="sk-sim-test", http_client=http_client, **kwargs
+        )
+
+    # -- handling -------------------------------------------------------------------------
+
+    async def handle(self, method: str, path: str, body: bytes) -> SimResponse:
+        """Serve one request; a returned stream is owned (and must be closed) by the door."""
+        call = self._open(path)
+        response: SimResponse | None = None
+        try:
+            await self._sleep(self.profile.rtt / 2)
+            call.started = self._clock()
+            response = await self._route(call, method, path, body)
+            response.headers += self._common_headers(call)
+            await self._sleep(self.profile.rtt / 2)
+        except BaseException:
+            call.status = _CLIENT_GONE
+            if response is not None and response.stream is not None:
+                response.stream.abandon()
+            raise
+        finally:
+            if response is None or response.stream is None:
+                self._close(call)
+        return response
+
+    def _open(self, path: str) -> _Call:
+        self._count += 1
+        rng = request_rng(self.seed, self._count)
+        fault = draw_fault(self.faults, rng)
+        self.in_flight += 1
+        return _Call(self._count, path, self._clock(), rng, fault)
+
+    def _close(self, call: _Call) -> None:
+        if call.closed:
+            return
+        call.closed = True
+        self.in_flight -= 1
+        finished = self._clock() if call.finished is None else call.finished
+        self.log.append(
+            RequestRecord(
+                request_id=call.request_id,
+                path=call.path,
+                model=call.model,
+                arrived=call.arrived,
+                finished=finished,
+                status=call.status,
+                error_code=call.error_code,
+                stream=call.stream,
+                user_text=call.user_text,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                questions=call.questions,
+            )
+        )
+
+    async def _sleep(self, sim_seconds: float) -> None:
+        if sim_seconds > 0:
+            await anyio.sleep(sim_seconds * self.time_scale)
+
+    async def _route(self, call: _Call, method: str, path: str, body: bytes) -> SimResponse:
+        routes: dict[tuple[str, str], Callable[[_Call, bytes], Awaitable[SimResponse]]] = {
+            ("POST", "/v1/chat/completions"): self._chat,
+            ("POST", "/v1/responses"): self._responses,
+            ("POST", "/v1/embeddings"): self._embeddings,
+            ("GET", "/v1/models"): self._models,
+        }
+        handler = routes.get((method.upper(), path.rstrip("/")))
+        if handler is None:
+            message = f"Invalid URL ({method.upper()} {path})"
+            return self._error(call, 404, message, "invalid_request_error", code=None)
+        try:
+            return await handler(call, body)
+        except BadRequest as exc:
+            return self._error(call, 400, exc.message, "invalid_request_error", param=exc.param)
+
+    def _error(
+        self,
+        call: _Call,
+        status: int,
+        message: str,
+        type_: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> SimResponse:
+        call.status = status
+        call.error_code = call.error_code or code or type_
+        body = _wire.error_body(message, type_, param=param, code=code)
+        return SimResponse(status, [_JSON, *(headers or [])], body)
+
+    def _common_headers(self, call: _Call) -> list[tuple[str, str]]:
+        processing_ms = max(0, round((self._clock() - call.started) * 1000))
+        return [
+            ("x-request-id", call.request_id),
+            ("openai-processing-ms", str(processing_ms)),
+            ("openai-version", "2020-10-01"),
+            *self._limiter.headers(self.time_scale),
+        ]
+
+    # -- endpoints ------------------------------------------------------------------------
+
+    async def _chat(self, call: _Call, body: bytes) -> SimResponse:
+        return await self._generate(call, parse_chat(body))
+
+    async def _responses(self, call: _Call, body: bytes) -> SimResponse:
+        return await self._generate(call, parse_responses(body))
+
+    async def _embeddings(self, call: _Call, body: bytes) -> SimResponse:
+        request = parse_embeddings(body)
+        call.model = request.model
+        call.prompt_tokens = prompt_tokens(request.inputs)
+        refusal = self._admit(call, call.prompt_tokens, request.model)
+        if refusal is not None:
+            return refusal
+        await self._sleep(self.profile.prefill_seconds(call.prompt_tokens))
+        call.status = 200
+        payload = _wire.embeddings(
+            model=request.model,
+            inputs=list(request.inputs),
+            base64_=request.base64,
+            prompt=call.prompt_tokens,
+        )
+        return SimResponse(200, [_JSON], payload)
+
+    async def _models(self, call: _Call, body: bytes) -> SimResponse:
+        call.status = 200
+        names = list(dict.fromkeys([self.profile.name, "gpt-4o-mini"]))
+        return SimResponse(200, [_JSON], _wire.models_list(names, int(time.time())))
+
+    def _admit(self, call: _Call, cost: int, model: str) -> SimResponse | None:
+        """None when the rate limits let the request through, else its 429."""
+        verdict = self._limiter.admit(cost, self._engine.now())
+        if verdict.allowed:
+            return None
+        return self._rate_limited(call, verdict, model, cost)
+
+    def _rate_limited(self, call: _Call, verdict: Admission, model: str, cost: int) -> SimResponse:
+        kind = verdict.limit or "requests"
+        limit = self.limits.rpm if kind == "requests" else self.limits.tpm
+        unit = "RPM" if kind == "requests" else "TPM"
+        real = verdict.retry_after * self.time_scale
+        where = f"for {model} in organization org-splitter-sim on {kind} per min ({unit})"
+        if verdict.too_large:
+            message = f"Request too large {where}: Limit {limit}, Requested {cost}."
+            return self._error(call, 429, message, kind, code="rate_limit_exceeded")
+        message = (
+            f"Rate limit reached {where}: Limit {limit}. Please try again in {format_reset(real)}."
+        )
+        return self._error(
+            call, 429, message, kind, code="rate_limit_exceeded", headers=_retry_headers(real)
+        )
+
+    def _fault_error(self, call: _Call, fault: FaultKind) -> SimResponse:
+        if fault is FaultKind.RATE_LIMIT:
+            real = self.faults.retry_after * self.time_scale
+            message = f"Rate limit reached (simulated). Please try again in {format_reset(real)}."
+            return self._error(
+                call,
+                429,
+                message,
+                "requests",
+                code="rate_limit_exceeded",
+                headers=_retry_headers(real),
+            )
+        status, message, code, type_ = _FAULT_ERRORS[fault]
+        call.error_code = code or type_
+        return self._error(call, status, message, type_, code=code)
+
+    async def _generate(self, call: _Call, request: GenerationRequest) -> SimResponse:
+        call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
+        call.prompt_tokens = prompt_tokens(request.contents)
+        answer = answer_prompt(request.user_text, self.default_answer_tokens)
+        call.questions = tuple(q.text for q in answer.questions)
+        if call.prompt_tokens + (request.max_tokens or 0) > self.profile.context_window:
+            message = (
+                f"This model's maximum context length is {self.profile.context_window} tokens. "
+                f"However, you requested {call.prompt_tokens + (request.max_tokens or 0)} tokens."
+            )
+            return self._error(
+                call,
+                400,
+                message,
+                "invalid_request_error",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        # Without max_tokens the limiter cannot know the output; it charges the default length.
+        cost = call.prompt_tokens + (request.max_tokens or self.default_answer_tokens)
+        refusal = self._admit(call, cost, request.model)
+        if refusal is not None:
+            return refusal
+        fault = call.fault
+        if fault in _FAULT_ERRORS or fault is FaultKind.RATE_LIMIT:
+            assert fault is not None
+            return self._fault_error(call, fault)
+        if fault is FaultKind.RESET:
+            call.error_code = "reset"
+            return SimResponse(0, reset=True)
+        if fault is FaultKind.STALL:
+            call.error_code = "stall"
+            await self._sleep(self.faults.stall_seconds)
+        text = answer.text
+        if fault is FaultKind.SLOPPY and len(answer.parts) >= 2:
+            call.error_code = "sloppy"
+            text = sloppy_parts(list(answer.parts), call.rng)
+        finish = "stop"
+        if request.max_tokens is not None and count_tokens(text) > request.max_tokens:
+            text, finish = cut_tokens(text, request.max_tokens), "length"
+        call.completion_tokens = count_tokens(text)
+        if request.stream:
+            return self._start_stream(call, request, text, finish)
+        with self._engine.sequence(call.prompt_tokens, call.completion_tokens) as seq:
+            await self._engine.wait_tokens(seq, call.completion_tokens)
+        if fault is FaultKind.TRUNCATE:
+            call.error_code = "truncated"
+            return SimResponse(0, reset=True)
+        call.status = 200
+        return SimResponse(200, [_JSON], self._body(call, request, text, finish))
+
+    def _body(self, call: _Call, request: GenerationRequest, text: str, finish: str) -> bytes:
+        created = int(time.time())
+        if request.api == "chat":
+            return _wire.chat_completion(
+                id_=f"chatcmpl-sim{call.number}",
+                created=created,
+                model=request.model,
+                text=text,
+                finish_reason=finish,
+                prompt=call.prompt_tokens,
+                completion=call.completion_tokens,
+            )
+        return _wire.response_object(
+            id_=f"resp_sim{call.number}",
+            created=created,
+            model=request.model,
+            text=text,
+            incomplete=finish == "length",
+            prompt=call.prompt_tokens,
+            completion=call.completion_tokens,
+            instructions=request.instructions,
+            max_output_tokens=request.max_tokens,
+        )
+
+    # -- streaming ------------------------------------------------------------------------
+
+    def _start_stream(
+        self, call: _Call, request: GenerationRequest, text: str, finish: str
+    ) -> SimResponse:
+        seq = self._engine.submit(call.prompt_tokens, call.completion_tokens)
+        pieces = token_pieces(text)
+        # A truncated stream stops halfway, with neither finish_reason nor [DONE].
+        stop = len(pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
+        chunks = self._sse(call, request, seq, pieces, finish, stop)
+
+        def on_close() -> None:
+            self._engine.release(seq)
+            if call.finished is None:  # the client left before the end of the stream
+                call.status = _CLIENT_GONE
+                call.error_code = call.error_code or "client_disconnected"
+            self._close(call)
+
+        call.status = 200
+        return SimResponse(200, [_SSE], stream=BodyStream(chunks, on_close))
+
+    async def _sse(
+        self,
+        call: _Call,
+        request: GenerationRequest,
+        seq: Sequence,
+        pieces: list[str],
+        finish: str,
+        stop: int | None,
+    ) -> AsyncGenerator[bytes, None]:
+        chunk = functools.partial(
+            _wire.chat_chunk,
+            id_=f"chatcmpl-sim{call.number}",
+            created=int(time.time()),
+            model=request.model,
+        )
+        yield chunk(delta={"role": "assistant", "content": ""})
+        sent, end = 0, len(pieces) if stop is None else stop
+        while sent < end:
+            await self._engine.wait_tokens(seq, sent + 1)
+            ready = min(seq.tokens, end)
+            # Every token produced since the last write, one chunk event each.
+            yield b"".join(chunk(delta={"content": p}) for p in pieces[sent:ready])
+            sent = ready
+        if stop is not None:
+            call.error_code = "truncated"
+            call.finished = self._clock()
+            return
+        tail = chunk(delta={}, finish_reason=finish)
+        if request.include_usage:
+            usage = (call.prompt_tokens, call.completion_tokens)
+            tail += chunk(delta=None, usage=usage)
+        yield tail + _wire.DONE
+        call.finished = self._clock()
+
+
+def _retry_headers(real_seconds: float) -> list[tuple[str, str]]:
+    """``retry-after`` in whole seconds (as OpenAI sends it) and the precise ``retry-after-ms``."""
+    return [
+        ("retry-after", str(max(1, math.ceil(real_seconds)))),
+        ("retry-after-ms", str(max(0, round(real_seconds * 1000)))),
+    ]
