@@ -25,7 +25,9 @@ def test_model_copy_tweaks_a_copy() -> None:
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        pytest.param(lambda: Limits(max_concurrency=-1), "max_concurrency", id="negative-concurrency"),
+        pytest.param(
+            lambda: Limits(max_concurrency=-1), "max_concurrency", id="negative-concurrency"
+        ),
         pytest.param(lambda: Limits(max_concurrency=0), "max_concurrency", id="zero-concurrency"),
         pytest.param(lambda: Limits(rpm=0), "rpm", id="zero-rpm"),
         pytest.param(lambda: RetryPolicy(max_attempts=0), "max_attempts", id="no-attempts"),
