@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 import openai
 
+from ._compat import http_module
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -33,6 +34,7 @@ from ._questions import Usage
 __all__ = ["Completion", "OpenAIBackend", "translate_error"]
 
 AnyOpenAI = openai.OpenAI | openai.AsyncOpenAI
+_TRANSPORT_ERROR: type[Exception] = http_module().TransportError
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class OpenAIBackend:
             completion = raw.parse()
         except openai.OpenAIError as exc:
             raise translate_error(exc) from exc
+        except _TRANSPORT_ERROR as exc:  # a body read that openai did not wrap (openai 2.x)
+            raise APIConnectionError(f"connection failed: {exc}") from exc
         return _reduce(completion, raw.headers, raw.request_id, time.perf_counter() - started)
 
     async def _create(self, **kwargs: Any) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import openai
 import pytest
@@ -90,7 +92,7 @@ async def test_retry_after_is_honoured(door: str) -> None:
     gaps_checked = 0
     for question in questions:
         tries = sorted((r for r in service.log if r.user_text == question), key=lambda r: r.arrived)
-        for earlier, later in zip(tries, tries[1:], strict=False):
+        for earlier, later in itertools.pairwise(tries):
             assert earlier.status == 429
             assert later.arrived - earlier.finished >= 0.05 * 0.95  # 5 s sim = 50 ms real
             gaps_checked += 1
