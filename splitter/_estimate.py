@@ -1,4 +1,4 @@
-"""Token counts that never block or fail offline.
+"""Token counts that never block or fail offline, and expected answer lengths.
 
 tiktoken downloads its vocabulary on first use, which hangs or fails on a machine without
 internet. So an encoding is used only when it is already on disk: an offline encoding
@@ -12,14 +12,18 @@ import functools
 import hashlib
 import math
 import os
+import re
+import statistics
 import tempfile
 import warnings
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import tiktoken
 
-__all__ = ["count_tokens", "encoder_for"]
+__all__ = ["OutputLengths", "count_tokens", "encoder_for"]
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _DEFAULT_ENCODING = "o200k_base"
@@ -79,3 +83,92 @@ def _warn_once(name: str) -> None:
 def count_tokens(text: str, model: str) -> int:
     """Tokens in ``text`` for ``model`` (exact where the vocabulary is on disk)."""
     return len(encoder_for(model)(text))
+
+
+@dataclass(frozen=True, slots=True)
+class _Cue:
+    kind: str
+    pattern: re.Pattern[str]
+    tokens: int  # the guess when no history exists for this kind
+    per_item: bool = False  # tokens are per listed item ("list 10 ...")
+
+
+_CUES = (
+    _Cue(
+        "word",
+        re.compile(
+            r"\b(?:in|with) (?:one|a single) word\b|\bone[- ]word\b|\byes or no\b"
+            r"|一个词|一个字|是或否|tek kelime",
+            re.I,
+        ),
+        5,
+    ),
+    _Cue(
+        "list",
+        re.compile(
+            r"\b(?:list|name|give)(?: me)? (\d{1,3})\b|(\d{1,3}) (?:items|examples"
+            r"|reasons|ways|ideas)\b",
+            re.I,
+        ),
+        15,
+        per_item=True,
+    ),
+    _Cue(
+        "short",
+        re.compile(
+            r"\b(?:one|a single|1) sentence\b|\bbriefly\b|\bin short\b|\bshort "
+            r"answer\b|简短|简要|kısaca",
+            re.I,
+        ),
+        40,
+    ),
+    _Cue(
+        "long",
+        re.compile(
+            r"\bin detail\b|\bdetailed\b|\bthoroughly\b|\bessay\b|\bstep[- ]by[- ]"
+            r"step\b|\bcomprehensive\b|详细|ayrıntılı",
+            re.I,
+        ),
+        600,
+    ),
+)
+_HISTORY = 64  # answers remembered per cue kind
+
+
+class OutputLengths:
+    """Expected answer lengths: explicit, then this service's history, then cues, then default."""
+
+    def __init__(self, default: int) -> None:
+        self.default = default
+        self._history: dict[str | None, deque[int]] = {}
+
+    def observe(self, question: str, output_tokens: int) -> None:
+        """Remember how long an answer to ``question`` really was."""
+        kind = _cue(question)[0]
+        self._history.setdefault(kind, deque(maxlen=_HISTORY)).append(output_tokens)
+
+    def estimate(self, text: str, *, expected: int | None = None, cap: int | None = None) -> int:
+        """Tokens the answer to ``text`` will likely take (never above ``cap``)."""
+        guess = expected if expected is not None else self._guess(text)
+        return max(1, min(guess, cap) if cap is not None else guess)
+
+    def _guess(self, text: str) -> int:
+        kind, cued = _cue(text)
+        seen = self._history.get(kind)
+        if seen:
+            return int(statistics.median(seen))
+        if cued is not None:
+            return cued
+        everything = [n for lengths in self._history.values() for n in lengths]
+        return int(statistics.median(everything)) if everything else self.default
+
+
+def _cue(text: str) -> tuple[str | None, int | None]:
+    for cue in _CUES:
+        match = cue.pattern.search(text)
+        if match:
+            if cue.per_item:
+                count = next(int(g) for g in match.groups() if g)
+                return cue.kind, cue.tokens * max(1, count)
+            return cue.kind, cue.tokens
+    return None, None

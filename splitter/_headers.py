@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 from collections.abc import Mapping
+from datetime import datetime
 
-__all__ = ["parse_retry_after"]
+__all__ = ["parse_count", "parse_duration", "parse_retry_after"]
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -37,3 +39,35 @@ def _finite_float(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str, *, now: float | None = None) -> float | None:
+    """Seconds in an OpenAI reset duration ("1s", "6m0s", "12ms", "1h2m3.5s"), or until an
+    RFC 3339 moment (Anthropic's resets); None when unreadable."""
+    text = text.strip()
+    if not text:
+        return None
+    parts = _DURATION_PART.findall(text)
+    if parts and "".join(n + u for n, u in parts) == text:
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_count(text: str | None) -> float | None:
+    """A non-negative finite count from a header, or None."""
+    if text is None:
+        return None
+    value = _finite_float(text)
+    return value if value is not None and value >= 0 else None

@@ -6,9 +6,13 @@ misspelt option fails loudly instead of being ignored.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Limits", "Policy", "RetryPolicy"]
+from ._service_model import ServicePrior
+
+__all__ = ["Limits", "MergePolicy", "Policy", "RetryPolicy", "Weighted"]
 
 
 class _Config(BaseModel):
@@ -55,6 +59,30 @@ class RetryPolicy(_Config):
         return self
 
 
+class MergePolicy(_Config):
+    """When and how several questions may share one request."""
+
+    max_per_request: int = Field(
+        4, ge=1, description="Most questions in one merged request (quality drops past 4-6)."
+    )
+    answer_margin: float = Field(
+        2.0, ge=1, description="A merged request's max_tokens is this times the expected output."
+    )
+    min_answer_tokens: int = Field(
+        64, ge=1, description="Floor of each merged item's share of max_tokens."
+    )
+
+
+class Weighted(_Config):
+    """An objective trading seconds against tokens: score = seconds + tokens/1000 * weight."""
+
+    seconds_per_1k_tokens: float = Field(ge=0, description="Seconds you'd give to save 1k tokens.")
+
+
+Strategy = Literal["auto", "merge", "fanout"]
+Objective = Literal["latency", "cost"] | Weighted
+
+
 class Policy(_Config):
     """Everything splitter decides with. ``Policy()`` is a sensible default."""
 
@@ -68,4 +96,17 @@ class Policy(_Config):
     )
     max_question_tokens: int = Field(
         100_000, ge=1, description="Largest question accepted (estimated tokens)."
+    )
+    strategy: Strategy = Field(
+        "auto", description="auto: price the plans; merge / fanout: force one request / one each."
+    )
+    objective: Objective = Field(
+        "latency", description="What auto minimises: latency, cost (billed tokens), or Weighted."
+    )
+    merge: MergePolicy = Field(default_factory=MergePolicy, description="Merging limits.")
+    prior: ServicePrior = Field(
+        default_factory=ServicePrior, description="The service model before any measurement."
+    )
+    expected_output_tokens: int = Field(
+        200, ge=1, description="Answer length assumed when nothing better is known."
     )

@@ -1,13 +1,23 @@
 """What the simulated model answers: deterministic, checkable text.
 
 Every answer to a question starts with ``answer_tag(question)``, so a client can tell which
-question an answer belongs to (and catch swapped or merged answers). A prompt holding a
-numbered list of two or more items is several questions, answered as a numbered list in the
-items' own numbers; anything else is one question. ``[len=N]`` inside a question pins its
-answer to N tokens. A token is a whitespace-separated word.
+question an answer belongs to (and catch swapped or merged answers). A prompt is several
+questions in one of two formats, tried in this order:
+
+* splitter's merged-request format: lines that are exactly ``@@ NONCE question K @@`` (one
+  nonce, lowercase alphanumeric, shared by all of them) each start item K, which runs to the
+  next such line or the end; text before the first is a preamble. It is answered as
+  ``@@ NONCE answer K @@`` lines, each followed by its item's answer. A question's text may
+  hold numbered lines or marker-like lines of another nonce; they stay inside it.
+* a numbered list of two or more items, answered as a numbered list in the items' own
+  numbers.
+
+Anything else is one question. ``[len=N]`` inside a question pins its answer to N tokens, so
+a question gets the same answer alone, in a list, or merged. A token is a whitespace-separated
+word (a merged answer's marker line is five of them).
 
 Prompt formats are parsers from text to ``Question`` items, tried in order (``PARSERS``), so
-another format can be added next to the numbered list without touching it.
+another format can be added next to these without touching them.
 """
 
 from __future__ import annotations
@@ -31,8 +41,10 @@ __all__ = [
     "answer_text",
     "count_tokens",
     "cut_tokens",
+    "parse_merged",
     "parse_numbered",
     "prompt_tokens",
+    "render_merged",
     "render_numbered",
     "token_pieces",
 ]
@@ -43,6 +55,8 @@ _VOCAB = (
     "which", "depends", "context", "overall", "yes", "no", "mostly", "rarely", "often", "here",
 )  # fmt: skip
 _ITEM = re.compile(r"^\s*(\d+)[.)]\s+(.+)$")
+# A whole line (a "\r\n" ending allowed); ``$`` under re.M never matches mid-line.
+_MERGED_MARKER = re.compile(r"^@@ ([a-z0-9]+) question ([0-9]+) @@\r?$", re.MULTILINE)
 _LEN = re.compile(r"\[len=(\d+)\]")
 _PIECE = re.compile(r"\s*\S+")
 
@@ -63,10 +77,14 @@ def answer_text(question: str, tokens: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One question found in a prompt, with the number it was listed under (if any)."""
+    """One question found in a prompt, with the number it was listed under (if any).
+
+    ``nonce`` is set for an item of a merged prompt (marker ``@@ nonce question number @@``).
+    """
 
     text: str
     number: int | None = None
+    nonce: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +93,8 @@ class Answer:
 
     text: str
     questions: tuple[Question, ...]
-    parts: tuple[tuple[int, str], ...] = ()  # (number, answer) per item of a list prompt
+    parts: tuple[tuple[int, str], ...] = ()  # (number, answer) per item of a multi-question prompt
+    nonce: str | None = None  # set when the prompt was in the merged format
 
 
 def parse_numbered(text: str) -> list[Question] | None:
@@ -96,7 +115,23 @@ def parse_numbered(text: str) -> list[Question] | None:
     return [Question("\n".join(lines).strip(), number) for number, lines in items]
 
 
-PARSERS: list[Callable[[str], list[Question] | None]] = [parse_numbered]
+def parse_merged(text: str) -> list[Question] | None:
+    """Items of a merged prompt, or None unless it has marker lines all of one nonce.
+
+    A marker line is exactly ``@@ NONCE question K @@``. Item K's text is everything from its
+    marker line to the next one (or the end), stripped; text before the first is a preamble.
+    """
+    markers = list(_MERGED_MARKER.finditer(text))
+    if not markers or len({m.group(1) for m in markers}) != 1:
+        return None
+    ends = [m.start() for m in markers[1:]] + [len(text)]
+    return [
+        Question(text[m.end() : end].strip(), int(m.group(2)), m.group(1))
+        for m, end in zip(markers, ends, strict=True)
+    ]
+
+
+PARSERS: list[Callable[[str], list[Question] | None]] = [parse_merged, parse_numbered]
 """Multi-question prompt formats, tried in order; the first to match wins."""
 
 
@@ -120,6 +155,11 @@ def render_numbered(parts: Sequence[tuple[int, str]]) -> str:
     return "\n".join(f"{number}. {body}" for number, body in parts)
 
 
+def render_merged(nonce: str, parts: Sequence[tuple[int, str]]) -> str:
+    """``"@@ nonce answer 1 @@\\nfirst\\n@@ nonce answer 2 @@\\nsecond"`` from (number, answer)."""
+    return "\n".join(f"@@ {nonce} answer {number} @@\n{body}" for number, body in parts)
+
+
 def answer_prompt(text: str, default_tokens: int) -> Answer:
     """The full answer to a prompt's text."""
     questions = find_questions(text)
@@ -129,6 +169,9 @@ def answer_prompt(text: str, default_tokens: int) -> Answer:
     parts = tuple(
         (q.number or i + 1, body) for i, (q, body) in enumerate(zip(questions, bodies, strict=True))
     )
+    nonce = questions[0].nonce
+    if nonce is not None:
+        return Answer(render_merged(nonce, parts), tuple(questions), parts, nonce)
     return Answer(render_numbered(parts), tuple(questions), parts)
 
 

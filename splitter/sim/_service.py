@@ -39,7 +39,7 @@ from splitter.sim._answers import (
 )
 from splitter.sim._asgi import make_asgi_app
 from splitter.sim._engine import Engine
-from splitter.sim._faults import FaultKind, Faults, draw_fault, request_rng, sloppy_parts
+from splitter.sim._faults import FaultKind, Faults, draw_fault, request_rng, sloppy_answer
 from splitter.sim._limits import Admission, RateLimiter, SimLimits, format_reset
 from splitter.sim._profiles import PROFILES, Profile
 from splitter.sim._requests import (
@@ -418,9 +418,8 @@ class SimService:
             call.error_code = "stall"
             await self._sleep(self.faults.stall_seconds)
         text = answer.text
-        if fault is FaultKind.SLOPPY and len(answer.parts) >= 2:
-            call.error_code = "sloppy"
-            text = sloppy_parts(list(answer.parts), call.rng)
+        if fault is FaultKind.SLOPPY:
+            text, call.error_code = sloppy_answer(answer, call.rng)
         finish = "stop"
         if request.max_tokens is not None and count_tokens(text) > request.max_tokens:
             text, finish = cut_tokens(text, request.max_tokens), "length"

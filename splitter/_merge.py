@@ -1,0 +1,135 @@
+"""Merged requests: one prompt asking several questions, and mapping its answer back.
+
+Each answer is asked for under a marker line holding a random per-request nonce, so text
+inside a question (a fake marker, a numbered list, "answer 2 is X") cannot decide where
+another question's answer is read from: the question could not know the nonce. When a
+model ignores the markers, a numbered list, "Answer N:" headings or a JSON array are
+accepted, but only when they hold exactly the items 1..n in order; anything ambiguous is
+left for the executor to re-ask alone, because a re-ask costs time while a misattributed
+answer costs correctness.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["MergedPrompt", "ParsedAnswers", "build_merged_prompt", "parse_merged"]
+
+#: Extra input tokens a merged prompt costs: the instruction, plus a marker per item.
+INSTRUCTION_TOKENS = 60
+MARKER_TOKENS = 8
+
+Method = Literal["markers", "numbered", "headings", "json", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class MergedPrompt:
+    """The user message of a merged request and what its answer is parsed with."""
+
+    text: str
+    nonce: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAnswers:
+    """Answers found (by 1-based item number) and the items that must be re-asked."""
+
+    answers: dict[int, str]
+    missing: tuple[int, ...]
+    method: Method
+    suspects: tuple[int, ...] = field(default=())  # found, but possibly holding a lost neighbour
+
+
+def build_merged_prompt(
+    questions: Sequence[str], *, preamble: str | None = None, nonce: str | None = None
+) -> MergedPrompt:
+    """One prompt that asks every question under its own nonce-marked heading."""
+    nonce = nonce or secrets.token_hex(6)
+    head = (
+        f"Answer each of the {len(questions)} questions below on its own. Start each answer "
+        "with its marker line, copied exactly and alone on its line, then the answer. "
+        f"Write nothing before the first marker.\nFor example: @@ {nonce} answer 1 @@"
+    )
+    items = "\n".join(
+        f"@@ {nonce} question {i} @@\n{q.strip()}" for i, q in enumerate(questions, 1)
+    )
+    parts = [preamble.strip()] if preamble and preamble.strip() else []
+    return MergedPrompt("\n\n".join([*parts, head, items]), nonce, len(questions))
+
+
+def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) -> ParsedAnswers:
+    """Map a merged response back to item numbers; ``truncated`` when finish_reason=length."""
+    method: Method = "markers"
+    found = _by_markers(text, prompt.nonce, prompt.count)
+    if not found:
+        found, method = _fallback(text, prompt.count)
+    answers = {k: v for k, v in found.items() if v}
+    lost = [k for k in range(1, prompt.count + 1) if k not in answers]
+    if truncated and answers:
+        # The cut explains every item after the last one found, and may have hit that one.
+        lost = [k for k in lost if k < max(answers)]
+        del answers[max(answers)]
+    # A lost marker usually means its answer ran into the previous one.
+    suspects = tuple(sorted({k - 1 for k in lost} & answers.keys()))
+    for k in suspects:
+        del answers[k]
+    missing = tuple(k for k in range(1, prompt.count + 1) if k not in answers)
+    return ParsedAnswers(answers, missing, method if answers else "none", suspects)
+
+
+def _split(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    matches = list(pattern.finditer(text))
+    ends = [m.start() for m in matches[1:]] + [len(text)] if matches else []
+    return [
+        (int(m.group(1)), text[m.end() : end].strip()) for m, end in zip(matches, ends, strict=True)
+    ]
+
+
+def _by_markers(text: str, nonce: str, count: int) -> dict[int, str]:
+    pattern = re.compile(
+        rf"^[ \t]*(?:#+[ \t]*|\*\*)?@@[ \t]*{re.escape(nonce)}[ \t]+answer[ \t]+(\d+)[ \t]*@@"
+        r"(?:\*\*)?[ \t]*$",
+        re.M | re.I,
+    )
+    pieces = _split(text, pattern)
+    numbers = [k for k, _ in pieces]
+    # A number that appears twice cannot be trusted either time.
+    return {k: v for k, v in pieces if 1 <= k <= count and numbers.count(k) == 1}
+
+
+_NUMBERED = re.compile(r"^[ \t]*(?:\*\*)?(\d+)[.)](?:\*\*)?[ \t]+", re.M)
+_HEADINGS = re.compile(
+    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?answer[ \t]+(\d+)[ \t]*[:.)-]?(?:\*\*)?[ \t]*", re.M | re.I
+)
+
+
+def _fallback(text: str, count: int) -> tuple[dict[int, str], Method]:
+    as_json = _json_array(text, count)
+    if as_json:
+        return as_json, "json"
+    formats: tuple[tuple[re.Pattern[str], Method], ...] = (
+        (_HEADINGS, "headings"),
+        (_NUMBERED, "numbered"),
+    )
+    for pattern, method in formats:
+        pieces = _split(text, pattern)
+        if [k for k, _ in pieces] == list(range(1, count + 1)):
+            return dict(pieces), method
+    return {}, "none"
+
+
+def _json_array(text: str, count: int) -> dict[int, str]:
+    body = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    if isinstance(value, list) and len(value) == count and all(isinstance(v, str) for v in value):
+        return {i: v.strip() for i, v in enumerate(value, 1)}
+    return {}

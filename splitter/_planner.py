@@ -1,0 +1,317 @@
+"""Choosing how to send one wave of independent questions: merged, fanned out, or k groups.
+
+A pure function of (questions' token estimates, service estimate, budget snapshot, policy).
+Each candidate splits the questions into k groups balanced by expected output (longest
+first onto the lightest group, as LPT scheduling does), then its makespan is predicted by
+list-scheduling the requests against the concurrency limit and the rate-limit budget: a
+request starts when a slot is free, a request token is left (RPM) and its input plus
+max_tokens fit in the token budget (TPM). The objective picks among the candidates.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._budget import BudgetSnapshot
+from ._merge import INSTRUCTION_TOKENS, MARKER_TOKENS
+from ._policy import Policy, Strategy, Weighted
+from ._service_model import ServiceEstimate
+
+__all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
+
+ANSWER_MARKER_TOKENS = 5  # "@@ nonce answer k @@" in the answer
+_EXHAUSTIVE_UP_TO = 24  # every k is priced up to this many questions; beyond, every group size
+_LATENCY_TIE = 0.02
+# Past this many requests the batch is full nearly all the time, and a constant batch size
+# predicts as well as the event simulation at a fraction of the cost.
+_FLUID_UP_TO = 128  # candidates within 2% of the fastest count as equally fast
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """One question as the planner sees it."""
+
+    index: int
+    input_tokens: int
+    output_tokens: int  # expected
+    max_tokens: int | None = None  # the caller's cap
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One request of a plan: a single question, or several merged."""
+
+    indexes: tuple[int, ...]
+    input_tokens: int
+    output_tokens: int  # expected
+    max_tokens: int | None
+
+    @property
+    def merged(self) -> bool:
+        return len(self.indexes) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One way to send the wave, with its predicted makespan and billed tokens.
+
+    ``groups`` are in the order they are sent (longest first); ``starts``/``finishes`` hold
+    each one's predicted times, in seconds from now.
+    """
+
+    groups: tuple[Group, ...]
+    starts: tuple[float, ...]
+    finishes: tuple[float, ...]
+    latency: float
+    cost: int
+    budget_wait: float  # the longest any request waits for the rate-limit budget
+
+    @property
+    def k(self) -> int:
+        return len(self.groups)
+
+    @property
+    def label(self) -> str:
+        if self.k == 1 and self.groups[0].merged:
+            return "merge"
+        if all(not g.merged for g in self.groups):
+            return "fan-out"
+        return f"{self.k} groups"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The chosen candidate, every candidate priced, and why."""
+
+    chosen: Candidate
+    candidates: tuple[Candidate, ...]
+    strategy: Strategy
+    reason: str
+    estimate: ServiceEstimate
+    budget: BudgetSnapshot
+
+    @property
+    def predicted_latency(self) -> float:
+        return self.chosen.latency
+
+    def explain(self) -> str:
+        """A small table of the candidates, the chosen one marked, and the reason."""
+        lines = [
+            f"{'':2}{'plan':<10}{'requests':>9}{'sizes':>14}{'latency':>10}{'tokens':>9}"
+            f"{'rate wait':>11}"
+        ]
+        for c in self.candidates:
+            sizes = sorted({len(g.indexes) for g in c.groups})
+            shown = "-".join(map(str, (sizes[0], sizes[-1]))) if len(sizes) > 1 else str(sizes[0])
+            mark = "> " if c is self.chosen else "  "
+            lines.append(
+                f"{mark}{c.label:<10}{c.k:>9}{shown:>14}{c.latency:>9.2f}s{c.cost:>9}"
+                f"{c.budget_wait:>10.2f}s"
+            )
+        e = self.estimate
+        lines.append(
+            f"service: rtt {e.rtt * 1000:.0f} ms, ttft0 {e.ttft0 * 1000:.0f} ms, "
+            f"tpot1 {e.tpot1 * 1000:.1f} ms, beta {e.beta:.2f}"
+        )
+        lines.append(f"why: {self.reason}")
+        return "\n".join(lines)
+
+
+def plan_wave(
+    items: Sequence[PlanItem],
+    *,
+    estimate: ServiceEstimate,
+    budget: BudgetSnapshot,
+    concurrency: int,
+    policy: Policy,
+    preamble_tokens: int = 0,
+) -> Plan:
+    """Price the candidate plans for ``items`` and choose one by the policy's objective."""
+    if not items:
+        raise ValueError("nothing to plan")
+    ks = _candidate_ks(len(items), policy)
+    longest_first = sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    candidates = tuple(
+        _price(_groups(longest_first, k, policy, preamble_tokens), estimate, budget, concurrency)
+        for k in ks
+    )
+    chosen, reason = _choose(candidates, policy)
+    return Plan(chosen, candidates, policy.strategy, reason, estimate, budget)
+
+
+def _candidate_ks(n: int, policy: Policy) -> list[int]:
+    cap = policy.merge.max_per_request
+    fewest = math.ceil(n / cap)
+    if policy.strategy == "fanout" or cap == 1:
+        return [n]
+    if policy.strategy == "merge":
+        return [fewest]
+    if n <= _EXHAUSTIVE_UP_TO:
+        return list(range(fewest, n + 1))
+    return sorted({math.ceil(n / size) for size in range(1, cap + 1)})
+
+
+def _groups(longest_first: list[PlanItem], k: int, policy: Policy, preamble: int) -> list[Group]:
+    """k groups balanced by expected output: longest first onto the lightest open group."""
+    if k == len(longest_first):
+        return [_group([it], policy, preamble) for it in longest_first]
+    cap = policy.merge.max_per_request
+    heap = [(0, g) for g in range(k)]
+    members: list[list[PlanItem]] = [[] for _ in range(k)]
+    for item in longest_first:
+        load, g = heapq.heappop(heap)
+        members[g].append(item)
+        if len(members[g]) < cap:
+            heapq.heappush(heap, (load + item.output_tokens, g))
+    for m in members:
+        m.sort(key=lambda it: it.index)
+    return [_group(m, policy, preamble) for m in members if m]
+
+
+def _group(members: list[PlanItem], policy: Policy, preamble: int) -> Group:
+    indexes = tuple(it.index for it in members)
+    if len(members) == 1:
+        only = members[0]
+        return Group(indexes, preamble + only.input_tokens, only.output_tokens, only.max_tokens)
+    merge = policy.merge
+    caps = [
+        it.max_tokens
+        if it.max_tokens is not None
+        else max(merge.min_answer_tokens, math.ceil(it.output_tokens * merge.answer_margin))
+        for it in members
+    ]
+    markers = ANSWER_MARKER_TOKENS * len(members)
+    return Group(
+        indexes,
+        preamble + INSTRUCTION_TOKENS + sum(it.input_tokens + MARKER_TOKENS for it in members),
+        sum(it.output_tokens for it in members) + markers,
+        sum(caps) + markers,
+    )
+
+
+def _price(
+    groups: list[Group], estimate: ServiceEstimate, budget: BudgetSnapshot, concurrency: int
+) -> Candidate:
+    """Predict the schedule: longest request first, each started when a slot and the budget
+    allow, decoding in a shared batch whose per-token time grows with its size."""
+    order = sorted(groups, key=lambda g: (-g.output_tokens, g.indexes[0]))
+    ready = _budget_ready(order, budget)
+    simulate = _simulate if len(order) <= _FLUID_UP_TO else _steady
+    starts, finishes = simulate(order, ready, estimate, concurrency)
+    return Candidate(
+        groups=tuple(order),
+        starts=tuple(starts),
+        finishes=tuple(finishes),
+        latency=max(finishes),
+        cost=sum(g.input_tokens + g.output_tokens for g in order),
+        budget_wait=max(ready),
+    )
+
+
+def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
+    """Seconds until the budget admits each request, sent in ``order``."""
+    if budget.remaining_requests is None and budget.remaining_tokens is None:
+        return [0.0] * len(order)
+    ready, reserved = [], 0.0
+    for nth, group in enumerate(order):
+        reserved += group.input_tokens + (group.max_tokens or group.output_tokens)
+        ready.append(max(budget.request_ready(nth), budget.tokens_ready(reserved)))
+    return ready
+
+
+def _simulate(
+    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
+) -> tuple[list[float], list[float]]:
+    """Event simulation of the cost model: returns each request's start and finish time.
+
+    Decoding sequences share one rate, so progress is tracked as one running count of tokens
+    per sequence (``produced``); a sequence that joins at ``produced = p`` with O tokens
+    finishes when ``produced`` reaches ``p + O``. Each event is O(log k).
+    """
+    half_rtt = estimate.rtt / 2
+    starts = [0.0] * len(order)
+    finishes = [0.0] * len(order)
+    events: list[tuple[float, int, int]] = []  # (time, kind, request): 0 = joins decode, 1 = done
+    decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
+    now = produced = 0.0
+    free, upcoming = concurrency, 0
+    while upcoming < len(order) or events or decoding:
+        t_start = max(now, ready[upcoming]) if free and upcoming < len(order) else math.inf
+        t_event = events[0][0] if events else math.inf
+        tpot = estimate.tpot(len(decoding))
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
+        t_next = min(t_start, t_event, t_decoded)
+        if decoding:
+            produced += (t_next - now) / tpot
+        now = t_next
+        if t_next == t_decoded:
+            _, i = heapq.heappop(decoding)
+            heapq.heappush(events, (now + half_rtt, 1, i))
+        elif t_next == t_event:
+            _, kind, i = heapq.heappop(events)
+            if kind == 0:
+                heapq.heappush(decoding, (produced + order[i].output_tokens, i))
+            else:
+                finishes[i] = now
+                free += 1
+        else:
+            i, upcoming, free = upcoming, upcoming + 1, free - 1
+            starts[i] = now
+            g = order[i]
+            prefill = half_rtt + estimate.ttft0 + g.input_tokens / estimate.prefill_rate
+            heapq.heappush(events, (now + prefill, 0, i))
+    return starts, finishes
+
+
+def _steady(
+    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
+) -> tuple[list[float], list[float]]:
+    """List scheduling with every request decoding in a full batch of ``concurrency``."""
+    tpot = estimate.tpot(min(len(order), concurrency))
+    fixed = estimate.rtt + estimate.ttft0
+    free_at = [0.0] * min(len(order), concurrency)
+    starts, finishes = [], []
+    for g, allowed in zip(order, ready, strict=True):
+        start = max(heapq.heappop(free_at), allowed)
+        finish = start + fixed + g.input_tokens / estimate.prefill_rate + g.output_tokens * tpot
+        heapq.heappush(free_at, finish)
+        starts.append(start)
+        finishes.append(finish)
+    return starts, finishes
+
+
+def _choose(candidates: Sequence[Candidate], policy: Policy) -> tuple[Candidate, str]:
+    objective = policy.objective
+    if len(candidates) == 1:
+        only = candidates[0]
+        return only, f"strategy={policy.strategy!r} forces {only.label}"
+    if objective == "cost":
+        chosen = min(candidates, key=lambda c: (c.cost, c.latency))
+        return chosen, _compare(chosen, candidates, "fewest billed tokens")
+    if isinstance(objective, Weighted):
+        w = objective.seconds_per_1k_tokens
+        chosen = min(candidates, key=lambda c: c.latency + c.cost / 1000 * w)
+        return chosen, _compare(chosen, candidates, f"best latency + {w:g}s per 1k tokens")
+    fastest = min(c.latency for c in candidates)
+    near = [c for c in candidates if c.latency <= fastest * (1 + _LATENCY_TIE)]
+    chosen = min(near, key=lambda c: (c.cost, c.latency))
+    return chosen, _compare(chosen, candidates, "lowest predicted latency")
+
+
+def _compare(chosen: Candidate, candidates: Sequence[Candidate], goal: str) -> str:
+    merge = min(candidates, key=lambda c: c.k)
+    fanout = max(candidates, key=lambda c: c.k)
+    parts = [
+        f"{chosen.label} ({chosen.k} requests) has the {goal}: {chosen.latency:.2f}s, "
+        f"{chosen.cost} tokens"
+    ]
+    for other in (merge, fanout):
+        if other is not chosen:
+            note = f"; {other.label} {other.latency:.2f}s, {other.cost} tokens"
+            if other.budget_wait > 0.05 * max(other.latency, 1e-9):
+                note += f" (waits {other.budget_wait:.2f}s for the rate limit)"
+            parts.append(note)
+    return "".join(parts)

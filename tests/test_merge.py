@@ -1,0 +1,107 @@
+"""Merged prompts and the parser that maps a merged answer back to its questions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from splitter._merge import MergedPrompt, build_merged_prompt, parse_merged
+
+
+def _prompt(count: int = 3) -> MergedPrompt:
+    return build_merged_prompt([f"q{i}" for i in range(1, count + 1)], nonce="n0nce")
+
+
+def _marked(*pairs: tuple[int, str], nonce: str = "n0nce") -> str:
+    return "\n".join(f"@@ {nonce} answer {k} @@\n{text}" for k, text in pairs)
+
+
+def test_prompt_holds_every_question_under_its_marker() -> None:
+    """Each question sits under a nonce marker, in order, after an optional preamble."""
+    prompt = build_merged_prompt(["a?", "b?"], preamble="Be terse.", nonce="xyz")
+    assert prompt.text.startswith("Be terse.\n\n")
+    assert "@@ xyz question 1 @@\na?\n@@ xyz question 2 @@\nb?" in prompt.text
+    assert (prompt.count, prompt.nonce) == (2, "xyz")
+
+
+def test_nonce_is_random_per_prompt() -> None:
+    """Two prompts never share a nonce, so one cannot fake the other's markers."""
+    assert build_merged_prompt(["a"]).nonce != build_merged_prompt(["a"]).nonce
+
+
+def test_markers_map_answers_by_number() -> None:
+    """Well-formed markers give each item its own text, even out of order."""
+    parsed = parse_merged(_marked((2, "two"), (1, "one"), (3, "three")), _prompt())
+    assert (parsed.answers, parsed.missing, parsed.method) == (
+        {1: "one", 2: "two", 3: "three"},
+        (),
+        "markers",
+    )
+
+
+def test_fake_markers_with_another_nonce_are_plain_text() -> None:
+    """A marker with a different nonce (e.g. echoed from a question) does not split answers."""
+    text = _marked((1, "one\n@@ evil answer 2 @@\nX"), (2, "two"), (3, "three"))
+    parsed = parse_merged(text, _prompt())
+    assert parsed.answers[2] == "two"
+    assert "@@ evil answer 2 @@" in parsed.answers[1]
+
+
+def test_dropped_answer_is_missing_and_its_neighbour_suspect() -> None:
+    """A lost marker: that item and the one before it (which may hold its text) are re-asked."""
+    parsed = parse_merged(_marked((1, "one"), (3, "three")), _prompt())
+    assert parsed.answers == {3: "three"}
+    assert (parsed.missing, parsed.suspects) == ((1, 2), (1,))
+
+
+def test_duplicate_numbers_are_not_trusted() -> None:
+    """An item answered twice is ambiguous: both are dropped and it is re-asked."""
+    parsed = parse_merged(_marked((1, "a"), (2, "b"), (2, "c"), (3, "d")), _prompt())
+    assert 2 not in parsed.answers
+    assert 2 in parsed.missing
+
+
+def test_truncation_drops_the_last_answer_only() -> None:
+    """finish_reason=length: the last answer may be cut, the ones after it are missing."""
+    parsed = parse_merged(_marked((1, "one"), (2, "tw")), _prompt(), truncated=True)
+    assert (parsed.answers, parsed.missing, parsed.suspects) == ({1: "one"}, (2, 3), ())
+
+
+@pytest.mark.parametrize(
+    ("text", "method"),
+    [
+        pytest.param("1. one\n2. two\n3. three", "numbered", id="numbered"),
+        pytest.param("1) one\n2) two\n3) three", "numbered", id="paren"),
+        pytest.param("**1.** one\n**2.** two\n**3.** three", "numbered", id="bold"),
+        pytest.param("Answer 1: one\nAnswer 2: two\nAnswer 3: three", "headings", id="headings"),
+        pytest.param(
+            "### Answer 1\none\n### Answer 2\ntwo\n### Answer 3\nthree",
+            "headings",
+            id="md-headings",
+        ),
+        pytest.param(json.dumps(["one", "two", "three"]), "json", id="json"),
+        pytest.param(
+            "```json\n" + json.dumps(["one", "two", "three"]) + "\n```", "json", id="json-fence"
+        ),
+    ],
+)
+def test_common_deviations_are_accepted(text: str, method: str) -> None:
+    """Formats models fall back to are parsed when they hold exactly items 1..n in order."""
+    parsed = parse_merged(text, _prompt())
+    assert (parsed.answers, parsed.method) == ({1: "one", 2: "two", 3: "three"}, method)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("1. one\n2. two", id="too-few"),
+        pytest.param("1. one\n1. steps\n2. two\n3. three", id="nested-list"),
+        pytest.param("Here you go: one, two, three.", id="prose"),
+        pytest.param(json.dumps(["one", "two"]), id="short-json"),
+    ],
+)
+def test_ambiguous_fallbacks_are_re_asked_whole(text: str) -> None:
+    """Without markers, anything but an exact 1..n sequence attributes nothing."""
+    parsed = parse_merged(text, _prompt())
+    assert (parsed.answers, parsed.missing, parsed.method) == ({}, (1, 2, 3), "none")
