@@ -19,8 +19,10 @@ from ._exceptions import (
     ServerError,
     SplitterError,
 )
-from ._policy import Limits, Policy, RetryPolicy
+from ._planner import Candidate, Group, Plan
+from ._policy import Limits, MergePolicy, Policy, RetryPolicy, Weighted
 from ._questions import Answer, BatchResult, Question, RunStats, Usage
+from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
 
 __version__ = "0.1.0.dev0"
@@ -32,11 +34,15 @@ __all__ = [
     "APITimeoutError",
     "Answer",
     "BatchResult",
+    "Candidate",
     "DeadlineExceededError",
+    "Group",
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
+    "MergePolicy",
     "PartialFailure",
+    "Plan",
     "Policy",
     "Question",
     "QuotaExceededError",
@@ -44,9 +50,13 @@ __all__ = [
     "RetryPolicy",
     "RunStats",
     "ServerError",
+    "ServiceEstimate",
+    "ServiceModel",
+    "ServicePrior",
     "Splitter",
     "SplitterError",
     "Usage",
+    "Weighted",
     "__version__",
     "aask_many",
     "ask_many",

@@ -1,9 +1,11 @@
-"""Running requests: concurrency slots, the retry loop, timeouts, the deadline, cancellation.
+"""Running a plan: concurrency slots, the retry loop, timeouts, the deadline, merge repair.
 
-Each question's answer is written into the slot of its own index, so responses that finish
-out of order, retries and failures can never move an answer to another question. Anything
-not answered when the deadline passes is marked with ``DeadlineExceededError``: no
-question is dropped.
+Each answer is written into the slot of its question's index, so responses that finish out
+of order, retries, repairs and failures can never move an answer to another question.
+A merged request's answers are parsed back by their nonce markers; any item that is
+missing, ambiguous or cut off is re-asked alone (``via="repair"``). Anything not answered
+when the deadline passes is marked with ``DeadlineExceededError``: no question is dropped.
+Every successful response teaches the endpoint's service model and budget.
 """
 
 from __future__ import annotations
@@ -17,22 +19,39 @@ from typing import Any
 import anyio
 from tenacity import RetryCallState
 
+from ._endpoint import Endpoint
+from ._estimate import count_tokens
 from ._exceptions import APITimeoutError, DeadlineExceededError, RateLimitError, SplitterError
+from ._headers import parse_count
+from ._merge import build_merged_prompt, parse_merged
 from ._openai import Completion, OpenAIBackend
+from ._planner import Group, Plan
 from ._policy import Policy
-from ._questions import Answer, BatchResult, Question, RunStats
+from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
+from ._service_model import Observation
 
 __all__ = ["Executor", "RequestSpec"]
 
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """Everything one chat request for one question is sent with."""
+    """What every request of a batch is sent with."""
 
     model: str
-    messages: list[dict[str, Any]]
+    system: str | None
     params: dict[str, Any]
+
+    def messages(self, user: str) -> list[dict[str, Any]]:
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return [*head, {"role": "user", "content": user}]
+
+    def capped(self, max_tokens: int | None) -> dict[str, Any]:
+        """The params with the output cap set (under the caller's own key, if any)."""
+        if max_tokens is None:
+            return self.params
+        key = "max_completion_tokens" if "max_completion_tokens" in self.params else "max_tokens"
+        return {**self.params, key: max_tokens}
 
 
 @dataclass(slots=True)
@@ -40,86 +59,187 @@ class _Counters:
     requests: int = 0
     retries: int = 0
     rate_limited: int = 0
+    repaired: int = 0
 
     def on_retry(self, _: RetryCallState) -> None:
         self.retries += 1
 
 
 class Executor:
-    """Runs one request per question under a policy and collects answers in input order."""
+    """Runs a plan's requests under a policy and collects answers in input order."""
 
-    def __init__(self, backend: OpenAIBackend, policy: Policy) -> None:
+    def __init__(self, backend: OpenAIBackend, policy: Policy, endpoint: Endpoint) -> None:
         self._backend = backend
         self._policy = policy
+        self._endpoint = endpoint
 
-    async def run(self, questions: Sequence[Question], specs: Sequence[RequestSpec]) -> BatchResult:
+    async def run(
+        self, questions: Sequence[Question], plan: Plan, spec: RequestSpec
+    ) -> BatchResult:
         started = time.perf_counter()
-        slots: list[Answer | None] = [None] * len(questions)
-        limiter = anyio.CapacityLimiter(self._policy.limits.max_concurrency)
-        counters = _Counters()
+        run = _Run(self, questions, spec)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         with anyio.move_on_after(deadline):
             async with anyio.create_task_group() as tg:
-                for index, (question, spec) in enumerate(zip(questions, specs, strict=True)):
-                    tg.start_soon(self._answer, index, question, spec, slots, limiter, counters)
+                for group in plan.chosen.groups:
+                    if group.merged:
+                        tg.start_soon(run.merged, group)
+                    else:
+                        tg.start_soon(run.single, group.indexes[0], "single")
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
-            for i, answer in enumerate(slots)
+            for i, answer in enumerate(run.slots)
         )
+        wall = time.perf_counter() - started
+        self._endpoint.accuracy.append((plan.predicted_latency, wall))
         stats = RunStats(
-            wall_time=time.perf_counter() - started,
-            requests=counters.requests,
-            retries=counters.retries,
-            rate_limited=counters.rate_limited,
+            wall_time=wall,
+            requests=run.counters.requests,
+            retries=run.counters.retries,
+            rate_limited=run.counters.rate_limited,
             failed=sum(not a.ok for a in answers),
+            repaired=run.counters.repaired,
+            predicted_wall_time=plan.predicted_latency,
         )
-        return BatchResult(answers, stats)
+        return BatchResult(answers, stats, plan)
 
-    async def _answer(
-        self,
-        index: int,
-        question: Question,
-        spec: RequestSpec,
-        slots: list[Answer | None],
-        limiter: anyio.CapacityLimiter,
-        counters: _Counters,
-    ) -> None:
-        attempts = 0
-        try:
-            async for attempt in retrying(self._policy.retry, before_sleep=counters.on_retry):
-                with attempt:
-                    attempts += 1
-                    completion = await self._attempt(spec, limiter, counters)
-        except SplitterError as exc:
-            slots[index] = Answer(index, question, None, error=exc, attempts=attempts)
+
+class _Run:
+    """The state of one batch in flight."""
+
+    def __init__(self, executor: Executor, questions: Sequence[Question], spec: RequestSpec):
+        self.policy = executor._policy
+        self.backend = executor._backend
+        self.endpoint = executor._endpoint
+        self.questions = questions
+        self.spec = spec
+        self.slots: list[Answer | None] = [None] * len(questions)
+        self.limiter = anyio.CapacityLimiter(self.policy.limits.max_concurrency)
+        self.counters = _Counters()
+
+    async def single(self, index: int, via: Via) -> None:
+        question = self.questions[index]
+        params = self.spec.capped(question.max_tokens)
+        outcome, attempts = await self._send(self.spec.messages(question.text), params)
+        if isinstance(outcome, SplitterError):
+            self.slots[index] = Answer(
+                index, question, None, error=outcome, attempts=attempts, via=via
+            )
             return
-        slots[index] = Answer(
+        self.endpoint.lengths.observe(question.text, outcome.usage.completion_tokens)
+        self.slots[index] = Answer(
             index,
             question,
-            completion.text,
-            usage=completion.usage,
+            outcome.text,
+            usage=outcome.usage,
             attempts=attempts,
-            request_id=completion.request_id,
-            finish_reason=completion.finish_reason,
+            request_id=outcome.request_id,
+            finish_reason=outcome.finish_reason,
+            via=via,
         )
 
-    async def _attempt(
-        self, spec: RequestSpec, limiter: anyio.CapacityLimiter, counters: _Counters
-    ) -> Completion:
-        timeout = self._policy.timeout if self._policy.timeout is not None else math.inf
+    async def merged(self, group: Group) -> None:
+        prompt = build_merged_prompt([self.questions[i].text for i in group.indexes])
+        params = self.spec.capped(group.max_tokens)
+        outcome, attempts = await self._send(self.spec.messages(prompt.text), params)
+        if isinstance(outcome, SplitterError):
+            await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
+            return
+        parsed = parse_merged(outcome.text, prompt, truncated=outcome.finish_reason == "length")
+        found = {group.indexes[k - 1]: text for k, text in parsed.answers.items()}
+        for (index, text), usage in zip(
+            found.items(), _usage_shares(outcome.usage, found), strict=True
+        ):
+            question = self.questions[index]
+            self.endpoint.lengths.observe(question.text, count_tokens(text, self.spec.model))
+            self.slots[index] = Answer(
+                index,
+                question,
+                text,
+                usage=usage,
+                attempts=attempts,
+                request_id=outcome.request_id,
+                finish_reason="stop",
+                via="merged",
+            )
+        await self._repair([group.indexes[k - 1] for k in parsed.missing])
+
+    async def _repair(self, indexes: Sequence[int]) -> None:
+        self.counters.repaired += len(indexes)
+        async with anyio.create_task_group() as tg:
+            for index in indexes:
+                tg.start_soon(self.single, index, "repair")
+
+    async def _send(
+        self, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> tuple[Completion | SplitterError, int]:
+        """One logical request with its retries: the completion, or the final error."""
+        attempts = 0
+        try:
+            async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
+                with attempt:
+                    attempts += 1
+                    return await self._attempt(messages, params), attempts
+        except SplitterError as exc:
+            return exc, attempts
+        raise AssertionError(
+            "unreachable: tenacity either returns or re-raises"
+        )  # pragma: no cover
+
+    async def _attempt(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
         # The slot is held only while a request is out, never across a backoff sleep.
-        async with limiter:
-            counters.requests += 1
+        async with self.limiter:
+            self.counters.requests += 1
+            token = self.endpoint.meter.start(time.perf_counter())
             try:
                 with anyio.fail_after(timeout):
-                    return await self._backend.chat(
-                        model=spec.model, messages=spec.messages, **spec.params
+                    completion = await self.backend.chat(
+                        model=self.spec.model, messages=messages, **params
                     )
             except TimeoutError as exc:
                 raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
             except RateLimitError:
-                counters.rate_limited += 1
+                self.counters.rate_limited += 1
                 raise
+            finally:
+                concurrency = self.endpoint.meter.finish(token, time.perf_counter())
+        self._learn(completion, concurrency)
+        return completion
+
+    def _learn(self, completion: Completion, concurrency: float) -> None:
+        processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
+        self.endpoint.service.observe(
+            Observation(
+                input_tokens=completion.usage.prompt_tokens,
+                output_tokens=completion.usage.completion_tokens,
+                latency=completion.elapsed,
+                concurrency=concurrency,
+                processing=None if processing_ms is None else processing_ms / 1000,
+            )
+        )
+        self.endpoint.budget.sync(completion.headers, time.perf_counter())
+
+
+def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:
+    """Split a merged request's usage over its answers: prompt evenly, completion by length;
+    the shares add up to the total exactly."""
+    n = len(texts)
+    prompts = _apportion(total.prompt_tokens, [1.0] * n)
+    completions = _apportion(total.completion_tokens, [max(1, len(t)) for t in texts.values()])
+    return [Usage(p, c) for p, c in zip(prompts, completions, strict=True)]
+
+
+def _apportion(total: int, weights: Sequence[float]) -> list[int]:
+    if not weights:
+        return []
+    whole = sum(weights)
+    exact = [total * w / whole for w in weights]
+    shares = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: shares[i] - exact[i])
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
 
 
 def _deadline_error(policy: Policy) -> DeadlineExceededError:

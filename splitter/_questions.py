@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,8 +17,12 @@ from ._exceptions import PartialFailure
 
 if TYPE_CHECKING:
     from ._exceptions import SplitterError
+    from ._planner import Plan
 
-__all__ = ["Answer", "BatchResult", "Question", "RunStats", "Usage"]
+#: How an answer was obtained: its own request, a merged one, or re-asked alone after a merge.
+Via = Literal["single", "merged", "repair"]
+
+__all__ = ["Answer", "BatchResult", "Question", "RunStats", "Usage", "Via"]
 
 
 class Question(BaseModel):
@@ -69,6 +73,7 @@ class Answer:
     attempts: int = 0
     request_id: str | None = None  # the provider's id of the request that answered it
     finish_reason: str | None = None
+    via: Via = "single"
 
     @property
     def ok(self) -> bool:
@@ -88,6 +93,8 @@ class RunStats:
     retries: int = 0
     rate_limited: int = 0  # 429 responses received
     failed: int = 0  # questions left without an answer
+    repaired: int = 0  # questions re-asked alone after a merged request missed them
+    predicted_wall_time: float | None = None  # what the planner expected wall_time to be
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +103,7 @@ class BatchResult(Sequence[Answer]):
 
     answers: tuple[Answer, ...]
     stats: RunStats = field(default_factory=RunStats)
+    plan: Plan | None = None  # how the questions were sent, with every candidate priced
 
     @overload
     def __getitem__(self, index: int) -> Answer: ...

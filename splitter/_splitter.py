@@ -6,23 +6,29 @@ naming its index, a keyword splitter owns is an error naming the keyword.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
 import openai
 from pydantic import ValidationError
 
+from ._endpoint import Endpoint
 from ._estimate import count_tokens
 from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._openai import OpenAIBackend
+from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
 from ._questions import BatchResult, Question
+from ._service_model import ServiceModel
 from ._sync import run_sync
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
 
 QuestionLike = str | Question
+_MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
 # Keywords splitter builds itself; passing them would silently fight the plan.
 _OWNED_PARAMS = {
     "messages": "splitter builds the messages; pass system= for a shared system prompt",
@@ -50,6 +56,7 @@ class Splitter:
         self.policy = policy if policy is not None else Policy()
         self.model = model
         self._client = client
+        self._endpoints: dict[tuple[str, str], Endpoint] = {}
 
     def __repr__(self) -> str:
         return f"Splitter(model={self.model!r}, policy={self.policy!r})"
@@ -70,12 +77,14 @@ class Splitter:
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
-        specs = [_spec(q, chosen_model, system, self._params(params)) for q in items]
+        spec = RequestSpec(chosen_model, system, self._params(params))
+        if not items:
+            return BatchResult(())
         if self._client is not None:
-            result = await self._run(self._client, items, specs)
+            result = await self._run(self._client, items, spec)
         else:
             async with openai.AsyncOpenAI() as client:
-                result = await self._run(client, items, specs)
+                result = await self._run(client, items, spec)
         return result.raise_for_errors() if raise_on_error else result
 
     def ask_many(
@@ -97,14 +106,70 @@ class Splitter:
 
         return run_sync(call)
 
-    async def _run(
+    def plan(
         self,
-        client: openai.AsyncOpenAI | openai.OpenAI,
-        items: list[Question],
-        specs: list[RequestSpec],
+        questions: Iterable[QuestionLike],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Plan:
+        """How :meth:`aask_many` would send these questions now, every option priced.
+
+        Pure: no request is sent. ``plan(...).explain()`` renders it as a table.
+        """
+        chosen_model = self._model(model)
+        items = normalize_questions(questions, policy=self.policy, model=chosen_model)
+        if not items:
+            raise InvalidInputError("there is nothing to plan: the list of questions is empty")
+        spec = RequestSpec(chosen_model, system, self._params(params))
+        return self._plan(items, spec, self._endpoint(_base_url(self._client), chosen_model))
+
+    def service_model(self, model: str | None = None) -> ServiceModel:
+        """What has been learned about this client's service for ``model`` (save it with
+        ``.save(path)``; bring it back with :meth:`use_service_model`)."""
+        return self._endpoint(_base_url(self._client), self._model(model)).service
+
+    def use_service_model(self, service: ServiceModel, model: str | None = None) -> None:
+        """Start from a saved service model instead of the policy's prior."""
+        self._endpoint(_base_url(self._client), self._model(model)).service = service
+
+    def _endpoint(self, base_url: str, model: str) -> Endpoint:
+        key = (base_url, model)
+        if key not in self._endpoints:
+            self._endpoints[key] = Endpoint.for_policy(self.policy)
+        return self._endpoints[key]
+
+    def _plan(self, items: list[Question], spec: RequestSpec, endpoint: Endpoint) -> Plan:
+        cap = spec.params.get("max_tokens", spec.params.get("max_completion_tokens"))
+        plan_items = [
+            PlanItem(
+                index=i,
+                input_tokens=count_tokens(q.text, spec.model) + _MESSAGE_OVERHEAD,
+                output_tokens=endpoint.lengths.estimate(
+                    q.text, expected=q.expected_tokens, cap=q.max_tokens or cap
+                ),
+                max_tokens=q.max_tokens or cap,
+            )
+            for i, q in enumerate(items)
+        ]
+        system = count_tokens(spec.system, spec.model) + _MESSAGE_OVERHEAD if spec.system else 0
+        return plan_wave(
+            plan_items,
+            estimate=endpoint.service.estimate(),
+            budget=endpoint.budget.snapshot(time.perf_counter()),
+            concurrency=self.policy.limits.max_concurrency,
+            policy=self.policy,
+            preamble_tokens=system,
+        )
+
+    async def _run(
+        self, client: openai.AsyncOpenAI | openai.OpenAI, items: list[Question], spec: RequestSpec
     ) -> BatchResult:
+        endpoint = self._endpoint(str(client.base_url), spec.model)
+        plan = self._plan(items, spec, endpoint)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
-        return await Executor(backend, self.policy).run(items, specs)
+        return await Executor(backend, self.policy, endpoint).run(items, plan, spec)
 
     def _model(self, model: str | None) -> str:
         chosen = model or self.model
@@ -160,16 +225,11 @@ def _to_question(index: int, item: object) -> Question:
         raise InvalidInputError(f"questions[{index}]: {reason}", index=index) from None
 
 
-def _spec(
-    question: Question, model: str, system: str | None, params: dict[str, Any]
-) -> RequestSpec:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": question.text})
-    own = dict(params)
-    if question.max_tokens is not None:
-        key = "max_completion_tokens" if "max_completion_tokens" in own else "max_tokens"
-        own[key] = question.max_tokens
-    return RequestSpec(model=model, messages=messages, params=own)
+def _base_url(client: openai.AsyncOpenAI | openai.OpenAI | None) -> str:
+    if client is not None:
+        return str(client.base_url)
+    # What openai.AsyncOpenAI() will use when splitter builds the client itself.
+    return os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
 
 async def aask_many(

@@ -78,6 +78,11 @@ class Faults(BaseModel):
         description="A multi-question answer garbled (drop, merge or swap; a merged-format "
         "answer may also come back as a numbered list).",
     )
+    sloppy_swaps: bool = Field(
+        default=True,
+        description="Whether a sloppy answer may swap two answers' texts. No format can reveal "
+        "a swap, so turn this off to test that everything detectable is repaired.",
+    )
     retry_after: float = Field(
         default=1.0, ge=0, description="Simulated seconds a fault 429 asks the client to wait."
     )
@@ -118,9 +123,13 @@ def draw_fault(faults: Faults, rng: random.Random) -> FaultKind | None:
     return None
 
 
-def sloppy_parts(parts: list[tuple[int, str]], rng: random.Random) -> str:
+def _kinds(swaps: bool, *extra: str) -> tuple[str, ...]:
+    return ("drop", "merge", *(("swap",) if swaps else ()), *extra)
+
+
+def sloppy_parts(parts: list[tuple[int, str]], rng: random.Random, *, swaps: bool = True) -> str:
     """A numbered answer with one mistake: an answer dropped, two merged, or two swapped."""
-    changed, _ = _mistake(parts, rng, ("drop", "merge", "swap"), joiner=" ")
+    changed, _ = _mistake(parts, rng, _kinds(swaps), joiner=" ")
     return render_numbered(changed)
 
 
@@ -145,7 +154,9 @@ def _mistake(
     return parts, mistake
 
 
-def sloppy_merged(nonce: str, parts: list[tuple[int, str]], rng: random.Random) -> tuple[str, str]:
+def sloppy_merged(
+    nonce: str, parts: list[tuple[int, str]], rng: random.Random, *, swaps: bool = True
+) -> tuple[str, str]:
     """A merged-format answer with one mistake, and which one it was.
 
     ``drop``: one answer is lost with its marker. ``merge``: answer k+1's marker line is
@@ -154,13 +165,15 @@ def sloppy_merged(nonce: str, parts: list[tuple[int, str]], rng: random.Random) 
     the markers are ignored and the answers come as a ``1. ...`` list. At least two parts;
     the draws are those of ``sloppy_parts`` with one more kind to choose from.
     """
-    changed, mistake = _mistake(parts, rng, ("drop", "merge", "swap", "numbered"), joiner="\n")
+    changed, mistake = _mistake(parts, rng, _kinds(swaps, "numbered"), joiner="\n")
     if mistake == "numbered":
         return render_numbered(changed), mistake
     return render_merged(nonce, changed), mistake
 
 
-def sloppy_answer(answer: Answer, rng: random.Random) -> tuple[str, str | None]:
+def sloppy_answer(
+    answer: Answer, rng: random.Random, *, swaps: bool = True
+) -> tuple[str, str | None]:
     """A sloppy reply to ``answer`` and the error code to log.
 
     The code is ``"sloppy"`` when an answer was lost, merged or misplaced,
@@ -170,9 +183,9 @@ def sloppy_answer(answer: Answer, rng: random.Random) -> tuple[str, str | None]:
     if len(answer.parts) < 2:
         return answer.text, None
     if answer.nonce is None:
-        text, mistake = sloppy_parts(list(answer.parts), rng), "sloppy"
+        text, mistake = sloppy_parts(list(answer.parts), rng, swaps=swaps), "sloppy"
     else:
-        text, mistake = sloppy_merged(answer.nonce, list(answer.parts), rng)
+        text, mistake = sloppy_merged(answer.nonce, list(answer.parts), rng, swaps=swaps)
     if text == answer.text:
         return text, None
     return text, "sloppy_format" if mistake == "numbered" else "sloppy"

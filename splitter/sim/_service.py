@@ -419,7 +419,7 @@ class SimService:
             await self._sleep(self.faults.stall_seconds)
         text = answer.text
         if fault is FaultKind.SLOPPY:
-            text, call.error_code = sloppy_answer(answer, call.rng)
+            text, call.error_code = sloppy_answer(answer, call.rng, swaps=self.faults.sloppy_swaps)
         finish = "stop"
         if request.max_tokens is not None and count_tokens(text) > request.max_tokens:
             text, finish = cut_tokens(text, request.max_tokens), "length"
