@@ -7,8 +7,12 @@ The planner's cost model for a request with I input and O output tokens while m 
 Every response is an observation. Where the service reports its processing time
 (``openai-processing-ms``) the RTT is the rest of the measured latency, and the engine
 terms are fitted to the processing time; otherwise they are fitted to the whole latency.
-The fit is least squares on ``[1, I, O, O*(m-1)]``, pulled towards the policy's prior by
-pseudo-observations (ridge), with older observations decaying so the model follows drift.
+The fit is least squares on ``[1, I, O, O*(m-1)]``, pulled towards the policy's prior
+(ridge), with older observations decaying so the model follows drift. The prior is first
+rescaled by how much faster or slower than it the service really is (the geometric mean of
+measured / prior-predicted time), so a prior that is 10x off does not bias the fit; its pull
+is relative (a 100% change of any parameter costs the same) and fades as data arrives, while
+still settling what the data cannot tell apart.
 Nothing here does I/O; the clock is whatever the caller measured.
 """
 
@@ -23,9 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["InFlightMeter", "Observation", "ServiceEstimate", "ServiceModel", "ServicePrior"]
 
-# Typical magnitude of each feature; scales the prior's pull so it is unit-free.
-_FEATURE_SCALE = (1.0, 1000.0, 200.0, 800.0)
 _DECAY = 0.98
+_TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
 
 
 class ServicePrior(BaseModel):
@@ -38,7 +41,9 @@ class ServicePrior(BaseModel):
     prefill_rate: float = Field(5000.0, gt=0, description="Input tokens processed per second.")
     tpot1: float = Field(0.015, gt=0, description="Seconds per output token, decoding alone.")
     beta: float = Field(0.05, ge=0, description="TPOT growth per extra concurrent sequence.")
-    weight: float = Field(3.0, gt=0, description="How many observations the prior is worth.")
+    weight: float = Field(
+        1.0, gt=0, description="How many observations the prior is worth at first."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,8 @@ class ServiceModel:
         self._rtt_sum = 0.0
         self._rtt_weight = 0.0
         self._fit_includes_rtt: bool | None = None
+        self._log_ratio = 0.0  # decayed sum of log(measured / prior-predicted)
+        self._ratio_weight = 0.0
         self.observations = 0
         self._cached: ServiceEstimate | None = None
 
@@ -103,6 +110,10 @@ class ServiceModel:
             float(obs.output_tokens),
             obs.output_tokens * max(0.0, obs.concurrency - 1),
         )
+        predicted = _dot(x, self._prior_theta(includes_rtt))
+        if target > 0 and predicted > 0:
+            self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
+            self._ratio_weight = self._ratio_weight * _DECAY + 1
         for i in range(4):
             self._xty[i] = self._xty[i] * _DECAY + x[i] * target
             for j in range(4):
@@ -116,17 +127,23 @@ class ServiceModel:
             self._cached = self._solve()
         return self._cached
 
-    def _prior_theta(self) -> tuple[float, float, float, float]:
+    def _prior_theta(self, includes_rtt: bool | None) -> tuple[float, float, float, float]:
         p = self.prior
-        ttft0 = p.ttft0 + (p.rtt if self._fit_includes_rtt else 0.0)
+        ttft0 = p.ttft0 + (p.rtt if includes_rtt else 0.0)
         return (ttft0, 1 / p.prefill_rate, p.tpot1, p.tpot1 * p.beta)
 
     def _solve(self) -> ServiceEstimate:
-        theta0 = self._prior_theta()
+        speed = math.exp(self._log_ratio / self._ratio_weight) if self._ratio_weight else 1.0
+        theta0 = tuple(v * speed for v in self._prior_theta(self._fit_includes_rtt))
         a = [row[:] for row in self._xtx]
         b = self._xty[:]
-        for j, scale in enumerate(_FEATURE_SCALE):
-            lam = self.prior.weight * scale * scale
+        typical = _dot(_TYPICAL_REQUEST, theta0)
+        fade = 1 + self.observations
+        # How far each parameter may plausibly move: its own size, except the concurrency
+        # slope, which may be anywhere from 0 to about tpot1 (beta from 0 to 1).
+        reach = (theta0[0], theta0[1], theta0[2], theta0[2])
+        for j in range(4):
+            lam = self.prior.weight * (typical / 2) ** 2 / max(reach[j], 1e-12) ** 2 / fade
             a[j][j] += lam
             b[j] += lam * theta0[j]
         ttft0, inv_prefill, tpot1, slope = _solve4(a, b)
@@ -155,6 +172,7 @@ class ServiceModel:
                 "xty": self._xty,
                 "rtt": [self._rtt_sum, self._rtt_weight],
                 "fit_includes_rtt": self._fit_includes_rtt,
+                "ratio": [self._log_ratio, self._ratio_weight],
                 "observations": self.observations,
                 "prior": self.prior.model_dump(),
             }
@@ -168,6 +186,7 @@ class ServiceModel:
         model._xty = [float(v) for v in data["xty"]]
         model._rtt_sum, model._rtt_weight = (float(v) for v in data["rtt"])
         model._fit_includes_rtt = data["fit_includes_rtt"]
+        model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
         model.observations = int(data["observations"])
         return model
 
@@ -177,6 +196,10 @@ class ServiceModel:
     @classmethod
     def load(cls, path: str | Path) -> ServiceModel:
         return cls.loads(Path(path).read_text())
+
+
+def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
+    return sum(a * b for a, b in zip(x, theta, strict=True))
 
 
 def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, float]:

@@ -1,0 +1,264 @@
+"""Splitter's own overhead: throughput of ``Splitter.aask_many`` against the raw openai client.
+
+Both arms send the same N trivial chat completions (default 256), all at once, to one
+``SimService("instant")`` (zero simulated latency: what is left is the cost of the
+client side) over real loopback HTTP (uvicorn on 127.0.0.1):
+
+* raw: an anyio task group firing N ``client.chat.completions.create(...)`` calls;
+* splitter: ``Splitter(client, policy=Policy(limits=Limits(max_concurrency=N))).aask_many``
+  with N questions.
+
+Both use one ``openai.AsyncOpenAI`` (``max_retries=0``, a pool of ``max(N, 256)``
+connections). Sharing it keeps the warm pool identical for the two arms; with a client
+each, a connection could sit idle through the other arm's round until uvicorn's 5 s
+keep-alive closed it under the next request.
+
+The server runs as a subprocess by default (``python -m splitter.sim --profile instant
+--port P``): on 2 cores it then has its own core and GIL, the run is client-bound (the
+client process is ~100% busy, the server ~10%), and the client CPU per request column is
+the client alone. ``--server thread`` runs ``splitter.sim.serve`` in a thread of this
+process instead, for comparison.
+
+After one warm-up round per arm, ``--rounds`` rounds are run, alternating which arm goes
+first. Reported per arm: median requests/s with its min-max spread and the median client
+CPU ms per request; then the ratio of the median throughputs splitter/raw (target >= 0.90).
+It is a measurement: the exit status is 0 whatever the ratio, non-zero only on an error
+(such as a failed request).
+
+Run from the repository root::
+
+    /work/venv/bin/python bench/overhead.py [--requests 256] [--rounds 7] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import openai
+
+from splitter import Limits, Policy, Splitter
+from splitter._compat import http_module
+from splitter.sim import SimService, serve
+
+MODEL = "instant"
+TARGET = 0.90
+_STARTUP_TIMEOUT = 20.0
+_KEEPALIVE = 4.0  # seconds; below uvicorn's default timeout_keep_alive of 5 s
+
+Arm = Callable[[openai.AsyncOpenAI, int], Awaitable[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One arm's round: wall time and this process's CPU time, in seconds."""
+
+    wall: float
+    cpu: float
+
+
+@dataclass(frozen=True, slots=True)
+class ArmResult:
+    """One arm's per-round throughputs (requests/s) and their summary."""
+
+    name: str
+    rates: list[float]
+    median: float
+    low: float
+    high: float
+    cpu_ms_per_request: float
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(base_url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"splitter.sim exited early with status {proc.returncode}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{base_url}/models", timeout=1.0),
+        ):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("splitter.sim did not start in time")
+
+
+@contextlib.contextmanager
+def subprocess_server() -> Iterator[str]:
+    """Run ``python -m splitter.sim --profile instant`` on a free port; yield its /v1 URL."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "splitter.sim", "--profile", MODEL, "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_ready(base_url, proc)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def sim_server(kind: str) -> Iterator[str]:
+    """The instant simulator over loopback HTTP, as a subprocess or in a thread here."""
+    if kind == "subprocess":
+        with subprocess_server() as url:
+            yield url
+    else:
+        with serve(SimService(MODEL)) as url:
+            yield url
+
+
+def make_client(base_url: str, requests: int) -> openai.AsyncOpenAI:
+    """An AsyncOpenAI with no retries and a pool that holds every request at once.
+
+    Idle connections are dropped after ``_KEEPALIVE`` seconds, before uvicorn's 5 s
+    keep-alive can close one under a request (with ``max_retries=0``, a failed request).
+    """
+    size = max(requests, 256)
+    limits = http_module().Limits(
+        max_connections=size, max_keepalive_connections=size, keepalive_expiry=_KEEPALIVE
+    )
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key="sk-bench",
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+    )
+
+
+def _questions(requests: int) -> list[str]:
+    return [f"What is {i} + {i}?" for i in range(requests)]
+
+
+async def run_raw(client: openai.AsyncOpenAI, requests: int) -> float:
+    """Fire ``requests`` creates at once; return the wall time in seconds."""
+    questions = _questions(requests)
+
+    async def one(text: str) -> None:
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": text}]
+        )
+        if not completion.choices[0].message.content:
+            raise RuntimeError("raw arm: a response without answer text")
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for text in questions:
+            tg.start_soon(one, text)
+    return time.perf_counter() - started
+
+
+async def run_splitter(client: openai.AsyncOpenAI, requests: int) -> float:
+    """One ``aask_many`` of ``requests`` questions; return the wall time in seconds."""
+    splitter = Splitter(client, policy=Policy(limits=Limits(max_concurrency=requests)))
+    questions = _questions(requests)
+    started = time.perf_counter()
+    result = await splitter.aask_many(questions, model=MODEL)
+    elapsed = time.perf_counter() - started
+    if result.stats.failed:
+        first = next(a.error for a in result.answers if a.error is not None)
+        raise RuntimeError(f"splitter arm: {result.stats.failed} failed; first: {first!r}")
+    return elapsed
+
+
+async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[Round]]:
+    """Warm up each arm once, then ``rounds`` rounds of each, alternating who goes first."""
+    arms: dict[str, Arm] = {"raw": run_raw, "splitter": run_splitter}
+    results: dict[str, list[Round]] = {name: [] for name in arms}
+    async with make_client(base_url, requests) as client:
+        for arm in arms.values():  # warm-up: connections, lazy imports, the tokenizer
+            await arm(client, requests)
+        for round_no in range(rounds):
+            order = ["raw", "splitter"] if round_no % 2 == 0 else ["splitter", "raw"]
+            for name in order:
+                cpu_started = time.process_time()
+                wall = await arms[name](client, requests)
+                results[name].append(Round(wall, time.process_time() - cpu_started))
+    return results
+
+
+def summarize(name: str, rounds: Sequence[Round], requests: int) -> ArmResult:
+    """Median and spread of the throughput; median client CPU per request."""
+    rates = [requests / r.wall for r in rounds]
+    cpu_ms = statistics.median(r.cpu for r in rounds) / requests * 1000
+    return ArmResult(name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bench/overhead.py", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument("--requests", type=int, default=256, help="concurrent requests a round")
+    parser.add_argument("--rounds", type=int, default=7, help="measured rounds per arm")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results")
+    parser.add_argument(
+        "--server",
+        choices=("subprocess", "thread"),
+        default="subprocess",
+        help="where the simulator runs (default: a subprocess)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure, print the table and the ratio line, optionally write JSON."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.requests < 1 or args.rounds < 1:
+        parser.error("--requests and --rounds must be at least 1")
+    with sim_server(args.server) as base_url:
+        rounds = asyncio.run(measure(base_url, args.requests, args.rounds))
+    raw = summarize("raw", rounds["raw"], args.requests)
+    split = summarize("splitter", rounds["splitter"], args.requests)
+    ratio = split.median / raw.median
+    print(
+        f"{args.requests} concurrent requests, {args.rounds} rounds per arm after 1 warm-up, "
+        f"server: {args.server}"
+    )
+    print(f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}")
+    for arm in (raw, split):
+        print(
+            f"{arm.name:<10}{arm.median:>14.1f}{arm.low:>9.1f}{arm.high:>9.1f}"
+            f"{arm.cpu_ms_per_request:>20.2f}"
+        )
+    print(f"overhead: splitter/raw throughput = {ratio:.2f} (target >= {TARGET:.2f})")
+    if args.json is not None:
+        payload: dict[str, Any] = {
+            "requests": args.requests,
+            "rounds": args.rounds,
+            "server": args.server,
+            "raw": asdict(raw),
+            "splitter": asdict(split),
+            "ratio": ratio,
+            "target": TARGET,
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
