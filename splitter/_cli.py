@@ -6,13 +6,13 @@ import argparse
 import contextlib
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 
 import anyio
 import openai
 
-from ._policy import Limits, Policy
+from ._policy import Limits, MergePolicy, Policy
+from ._questions import BatchResult
 from ._splitter import Splitter
 from .sim import SimService, answer_tag, serve
 
@@ -57,7 +57,23 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--concurrency", type=int, default=16)
     ask.add_argument("--json", action="store_true", help="print one JSON object per answer")
     ask.set_defaults(run=_ask)
+
+    plan = commands.add_parser("plan", help="show how questions would be sent (sends nothing)")
+    plan.add_argument("questions", nargs="+", help="one argument per question")
+    plan.add_argument("--model", default="gpt-4o-mini")
+    plan.add_argument("--concurrency", type=int, default=64)
+    plan.add_argument("--rpm", type=int, default=None, help="requests per minute allowed")
+    plan.add_argument("--tpm", type=int, default=None, help="tokens per minute allowed")
+    plan.add_argument("--strategy", choices=["auto", "merge", "fanout"], default="auto")
+    plan.set_defaults(run=_plan)
     return parser
+
+
+def _plan(args: argparse.Namespace) -> int:
+    limits = Limits(max_concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm)
+    splitter = Splitter(policy=Policy(limits=limits, strategy=args.strategy))
+    print(splitter.plan(args.questions, model=args.model).explain())
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -71,16 +87,26 @@ def _demo(args: argparse.Namespace) -> int:
             f"on the simulated {service.profile.name!r} service ({where}, time scale "
             f"{args.time_scale:g})"
         )
-        merged, fanned, texts = anyio.run(_race, make_client, questions)
-    ok = sum(bool(t and t.startswith(answer_tag(q))) for q, t in zip(questions, texts, strict=True))
-    scale = args.time_scale
-    print(f"  merged  (1 request):   {merged:6.2f} s   ({merged / scale:6.1f} s at full scale)")
-    print(
-        f"  fan-out ({len(questions)} requests):  {fanned:6.2f} s   "
-        f"({fanned / scale:6.1f} s at full scale)"
+        results = anyio.run(_race, make_client, questions)
+    merged = results["merged"].stats.wall_time
+    for name, result in results.items():
+        plan = result.plan
+        k = plan.chosen.k if plan else 0
+        shape = f"({plan.chosen.label if plan else '?'}, {k} request{'s' * (k != 1)})"
+        wall = result.stats.wall_time
+        speedup = "" if name == "merged" else f"   {merged / wall:4.1f}x faster than merged"
+        print(
+            f"  {name:<8}{shape:<24}{wall:6.2f} s ({wall / args.time_scale:6.1f} s at full scale)"
+            f"{speedup}"
+        )
+    right = sum(
+        bool(a.text and a.text.startswith(answer_tag(a.question.text)))
+        for result in results.values()
+        for a in result
     )
-    print(f"  fan-out is {merged / fanned:.1f}x faster; answers in order: {ok}/{len(questions)}")
-    return 0 if ok == len(questions) else 1
+    total = len(questions) * len(results)
+    print(f"  answers in order, each attached to its own question: {right}/{total}")
+    return 0 if right == total else 1
 
 
 ClientFactory = Callable[[], openai.AsyncOpenAI]
@@ -104,22 +130,19 @@ def _endpoint(service: SimService, *, in_process: bool) -> Iterator[tuple[str, C
     yield "in-process", service.async_client
 
 
-async def _race(
-    make_client: ClientFactory, questions: list[str]
-) -> tuple[float, float, list[str | None]]:
-    """Time one merged request, then fan-out through splitter, on the same service."""
-    prompt = "Please answer the following questions separately:\n" + "\n".join(
-        f"{i}. {q}" for i, q in enumerate(questions, 1)
-    )
+async def _race(make_client: ClientFactory, questions: list[str]) -> dict[str, BatchResult]:
+    """The same questions merged into one request, fanned out, and as the planner chooses."""
+    n = len(questions)
+    policies = {
+        "merged": Policy(strategy="merge", merge=MergePolicy(max_per_request=n)),
+        "fan-out": Policy(strategy="fanout"),
+        "auto": Policy(),
+    }
+    results: dict[str, BatchResult] = {}
     async with make_client() as client:
-        started = time.perf_counter()
-        await client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
-        )
-        merged = time.perf_counter() - started
-        splitter = Splitter(client, policy=Policy(limits=Limits(max_concurrency=len(questions))))
-        result = await splitter.aask_many(questions, model="gpt-4o-mini")
-    return merged, result.stats.wall_time, result.texts
+        for name, policy in policies.items():
+            results[name] = await Splitter(client, policy=policy).aask_many(questions, model="m")
+    return results
 
 
 def _ask(args: argparse.Namespace) -> int:

@@ -157,7 +157,10 @@ def _candidate_ks(n: int, policy: Policy) -> list[int]:
 def _groups(longest_first: list[PlanItem], k: int, policy: Policy, preamble: int) -> list[Group]:
     """k groups balanced by expected output: longest first onto the lightest open group."""
     if k == len(longest_first):
-        return [_group([it], policy, preamble) for it in longest_first]
+        return [
+            Group((it.index,), preamble + it.input_tokens, it.output_tokens, it.max_tokens)
+            for it in longest_first
+        ]
     cap = policy.merge.max_per_request
     heap = [(0, g) for g in range(k)]
     members: list[list[PlanItem]] = [[] for _ in range(k)]
@@ -166,29 +169,33 @@ def _groups(longest_first: list[PlanItem], k: int, policy: Policy, preamble: int
         members[g].append(item)
         if len(members[g]) < cap:
             heapq.heappush(heap, (load + item.output_tokens, g))
-    for m in members:
-        m.sort(key=lambda it: it.index)
-    return [_group(m, policy, preamble) for m in members if m]
+    floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
+    return [_group(m, floor, margin, preamble) for m in members if m]
 
 
-def _group(members: list[PlanItem], policy: Policy, preamble: int) -> Group:
-    indexes = tuple(it.index for it in members)
+def _group(members: list[PlanItem], floor: int, margin: float, preamble: int) -> Group:
+    """One request for ``members``: merged when there are several, in their input order."""
     if len(members) == 1:
-        only = members[0]
-        return Group(indexes, preamble + only.input_tokens, only.output_tokens, only.max_tokens)
-    merge = policy.merge
-    caps = [
-        it.max_tokens
-        if it.max_tokens is not None
-        else max(merge.min_answer_tokens, math.ceil(it.output_tokens * merge.answer_margin))
-        for it in members
-    ]
+        (only,) = members
+        return Group(
+            (only.index,), preamble + only.input_tokens, only.output_tokens, only.max_tokens
+        )
+    members.sort(key=lambda it: it.index)
+    inputs = outputs = caps = 0
+    for it in members:
+        inputs += it.input_tokens
+        outputs += it.output_tokens
+        caps += (
+            it.max_tokens
+            if it.max_tokens is not None
+            else max(floor, math.ceil(it.output_tokens * margin))
+        )
     markers = ANSWER_MARKER_TOKENS * len(members)
     return Group(
-        indexes,
-        preamble + INSTRUCTION_TOKENS + sum(it.input_tokens + MARKER_TOKENS for it in members),
-        sum(it.output_tokens for it in members) + markers,
-        sum(caps) + markers,
+        tuple(it.index for it in members),
+        preamble + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
+        outputs + markers,
+        caps + markers,
     )
 
 

@@ -15,15 +15,22 @@ from splitter._cli import main
 def test_demo_prints_merged_vs_fan_out_and_the_ratio(
     door: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`splitter demo` times one merged request and fan-out, and fan-out wins on a batching API."""
+    """`splitter demo` times merged, fan-out and auto; fan-out wins on a batching API."""
     assert main(["demo", "--time-scale", "0.05", *door]) == 0
     out = capsys.readouterr().out
-    full_scale = [float(x) for x in re.findall(r"([\d.]+) s at full scale", out)]
-    merged, fanned = full_scale
-    ratio = float(re.search(r"fan-out is ([\d.]+)x faster", out).group(1))  # type: ignore[union-attr]
-    assert "answers in order: 5/5" in out
+    rows = {
+        m.group(1): (float(m.group(2)), m.group(3))
+        for m in re.finditer(
+            r"^  (merged|fan-out|auto) .*?([\d.]+) s at full scale\)(.*)$", out, re.M
+        )
+    }
+    assert set(rows) == {"merged", "fan-out", "auto"}
+    merged, fanned = rows["merged"][0], rows["fan-out"][0]
+    ratio = float(re.search(r"([\d.]+)x faster", rows["fan-out"][1]).group(1))  # type: ignore[union-attr]
     assert ratio == pytest.approx(merged / fanned, rel=0.1)
     assert ratio > 2
+    assert "(merge, 1 request)" in out
+    assert "each attached to its own question: 15/15" in out
 
 
 def test_console_script_is_installed() -> None:
@@ -40,3 +47,12 @@ def test_console_script_is_installed() -> None:
     )
     assert done.returncode == 0
     assert "demo" in done.stdout
+
+
+def test_plan_prints_the_priced_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    """`splitter plan` explains its choice for the given questions without any endpoint."""
+    assert main(["plan", "a?", "b?", "c?", "--rpm", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "why:" in out
+    assert re.search(r"^> ", out, re.M)
+    assert "rate limit" in out  # one request a minute: fan-out would wait
