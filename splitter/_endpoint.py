@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._budget import HeaderTracker
+from ._budget import Budget, BudgetSnapshot
+from ._budget._adaptive import AdaptiveConcurrency
+from ._budget._registry import shared_budget
 from ._estimate import OutputLengths
 from ._policy import Policy
 from ._service_model import InFlightMeter, ServiceModel
@@ -14,19 +16,30 @@ __all__ = ["Endpoint"]
 
 @dataclass(slots=True)
 class Endpoint:
-    """The learned service model, answer lengths and budget readings for one endpoint."""
+    """The learned service model, answer lengths, budget and concurrency for one endpoint."""
 
     service: ServiceModel
     lengths: OutputLengths
-    budget: HeaderTracker
+    budget: Budget | None  # None: Limits(enforce=False)
+    concurrency: AdaptiveConcurrency
     meter: InFlightMeter = field(default_factory=InFlightMeter)
     #: (predicted, measured) wall time of every planned batch: how honest the model is.
     accuracy: list[tuple[float, float]] = field(default_factory=list)
 
     @classmethod
-    def for_policy(cls, policy: Policy) -> Endpoint:
+    def for_policy(
+        cls, policy: Policy, *, base_url: str, api_key: str | None, model: str
+    ) -> Endpoint:
+        limits = policy.limits
+        budget: Budget | None = None
+        if limits.enforce:
+            budget = shared_budget(base_url, api_key, model, limits)
         return cls(
             service=ServiceModel(policy.prior),
             lengths=OutputLengths(policy.expected_output_tokens),
-            budget=HeaderTracker(rpm=policy.limits.rpm, tpm=policy.limits.tpm),
+            budget=budget,
+            concurrency=AdaptiveConcurrency(limits.max_concurrency, adaptive=limits.adaptive),
         )
+
+    def budget_snapshot(self) -> BudgetSnapshot:
+        return self.budget.snapshot() if self.budget is not None else BudgetSnapshot()

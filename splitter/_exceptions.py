@@ -10,6 +10,7 @@
     │   ├── APIConnectionError                 no usable HTTP response (reset, refused, ...)
     │   │   └── APITimeoutError                the per-request timeout passed
     │   └── InvalidResponseError               a 2xx whose body holds no answer
+    ├── BudgetError                            a request larger than the whole token budget
     ├── DeadlineExceededError                  the batch deadline passed before this question's turn
     └── PartialFailure                         raise_on_error=True and some questions failed
 
@@ -31,6 +32,7 @@ __all__ = [
     "APIError",
     "APIStatusError",
     "APITimeoutError",
+    "BudgetError",
     "DeadlineExceededError",
     "InvalidInputError",
     "InvalidResponseError",
@@ -72,11 +74,14 @@ class APIStatusError(APIError):
         status_code: int,
         request_id: str | None = None,
         code: str | None = None,
+        type: str | None = None,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message, request_id=request_id)
         self.status_code = status_code
         self.code = code
+        #: The error body's type; for a 429, which limit ran out ("requests" or "tokens").
+        self.type = type
         #: Seconds the service asked us to wait (retry-after-ms / retry-after), if it said.
         self.retry_after = retry_after
 
@@ -103,6 +108,10 @@ class APITimeoutError(APIConnectionError):
 
 class InvalidResponseError(APIError):
     """The service answered 2xx but the body holds no usable answer."""
+
+
+class BudgetError(SplitterError):
+    """The request can never fit the rate-limit budget (Limits(oversized="error"))."""
 
 
 class DeadlineExceededError(SplitterError):

@@ -19,19 +19,29 @@ from typing import Any
 import anyio
 from tenacity import RetryCallState
 
+from ._budget import Kind
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
-from ._exceptions import APITimeoutError, DeadlineExceededError, RateLimitError, SplitterError
+from ._exceptions import (
+    APITimeoutError,
+    BudgetError,
+    DeadlineExceededError,
+    RateLimitError,
+    ServerError,
+    SplitterError,
+)
 from ._headers import parse_count
 from ._merge import build_merged_prompt, parse_merged
 from ._openai import Completion, OpenAIBackend
-from ._planner import Group, Plan
+from ._planner import Group, Plan, PlanItem
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
 from ._service_model import Observation
 
 __all__ = ["Executor", "RequestSpec"]
+
+_OVERLOADED = frozenset({503, 529})  # the service says it is overloaded: send less at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +87,18 @@ class Executor:
         self, questions: Sequence[Question], plan: Plan, spec: RequestSpec
     ) -> BatchResult:
         started = time.perf_counter()
-        run = _Run(self, questions, spec)
+        run = _Run(self, questions, spec, plan.items)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
-        with anyio.move_on_after(deadline):
-            async with anyio.create_task_group() as tg:
-                for group in plan.chosen.groups:
-                    if group.merged:
-                        tg.start_soon(run.merged, group)
-                    else:
-                        tg.start_soon(run.single, group.indexes[0], "single")
+        try:
+            with anyio.move_on_after(deadline):
+                async with anyio.create_task_group() as tg:
+                    for group in plan.chosen.groups:
+                        if group.merged:
+                            tg.start_soon(run.merged, group)
+                        else:
+                            tg.start_soon(run.single, group.indexes[0], "single")
+        finally:
+            self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
             for i, answer in enumerate(run.slots)
@@ -107,20 +120,36 @@ class Executor:
 class _Run:
     """The state of one batch in flight."""
 
-    def __init__(self, executor: Executor, questions: Sequence[Question], spec: RequestSpec):
+    def __init__(
+        self,
+        executor: Executor,
+        questions: Sequence[Question],
+        spec: RequestSpec,
+        items: Sequence[PlanItem],
+    ):
         self.policy = executor._policy
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
         self.spec = spec
+        self.items = {item.index: item for item in items}
         self.slots: list[Answer | None] = [None] * len(questions)
-        self.limiter = anyio.CapacityLimiter(self.policy.limits.max_concurrency)
+        self.limiter = self.endpoint.concurrency.limiter()
         self.counters = _Counters()
+
+    def _reserve_single(self, index: int) -> int:
+        """Tokens one question's request books in the budget: input + max_tokens."""
+        item = self.items.get(index)
+        if item is None:  # pragma: no cover - every planned question has an item
+            return count_tokens(self.questions[index].text, self.spec.model)
+        return item.input_tokens + (item.max_tokens or item.output_tokens)
 
     async def single(self, index: int, via: Via) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        outcome, attempts = await self._send(self.spec.messages(question.text), params)
+        outcome, attempts = await self._send(
+            self.spec.messages(question.text), params, self._reserve_single(index)
+        )
         if isinstance(outcome, SplitterError):
             self.slots[index] = Answer(
                 index, question, None, error=outcome, attempts=attempts, via=via
@@ -141,7 +170,8 @@ class _Run:
     async def merged(self, group: Group) -> None:
         prompt = build_merged_prompt([self.questions[i].text for i in group.indexes])
         params = self.spec.capped(group.max_tokens)
-        outcome, attempts = await self._send(self.spec.messages(prompt.text), params)
+        reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
+        outcome, attempts = await self._send(self.spec.messages(prompt.text), params, reserve)
         if isinstance(outcome, SplitterError):
             await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
             return
@@ -171,25 +201,42 @@ class _Run:
                 tg.start_soon(self.single, index, "repair")
 
     async def _send(
-        self, messages: list[dict[str, Any]], params: dict[str, Any]
+        self, messages: list[dict[str, Any]], params: dict[str, Any], reserve: int
     ) -> tuple[Completion | SplitterError, int]:
         """One logical request with its retries: the completion, or the final error."""
         attempts = 0
         try:
+            self._check_fits(reserve)
             async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
                 with attempt:
                     attempts += 1
-                    return await self._attempt(messages, params), attempts
+                    return await self._attempt(messages, params, reserve), attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
             "unreachable: tenacity either returns or re-raises"
         )  # pragma: no cover
 
-    async def _attempt(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+    def _check_fits(self, reserve: int) -> None:
+        budget = self.endpoint.budget
+        cap = budget.snapshot().token_capacity if budget is not None else None
+        if cap is not None and reserve > cap and self.policy.limits.oversized == "error":
+            raise BudgetError(
+                f"the request books {reserve} tokens (input + max_tokens), more than the whole "
+                f"token budget of {cap:.0f}; lower max_tokens or shorten the question"
+            )
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], reserve: int
+    ) -> Completion:
         timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
-        # The slot is held only while a request is out, never across a backoff sleep.
+        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        # The slot is held only while a request is out or about to go, never across a
+        # backoff. Taking it before the budget means that while the limits are still
+        # unknown, only one slot-full of requests goes out before the headers teach them.
         async with self.limiter:
+            # Every attempt, retries included, waits for its own place in the budget.
+            reservation = await budget.acquire(reserve) if budget is not None else None
             self.counters.requests += 1
             token = self.endpoint.meter.start(time.perf_counter())
             try:
@@ -198,13 +245,26 @@ class _Run:
                         model=self.spec.model, messages=messages, **params
                     )
             except TimeoutError as exc:
+                concurrency.on_overload()
                 raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
-            except RateLimitError:
+            except RateLimitError as exc:
                 self.counters.rate_limited += 1
+                concurrency.on_overload()
+                if budget is not None:
+                    kind: Kind = "tokens" if exc.type == "tokens" else "requests"
+                    await budget.rate_limited(kind, exc.retry_after)
+                raise
+            except ServerError as exc:
+                if exc.status_code in _OVERLOADED:
+                    concurrency.on_overload()
                 raise
             finally:
-                concurrency = self.endpoint.meter.finish(token, time.perf_counter())
-        self._learn(completion, concurrency)
+                concurrency_seen = self.endpoint.meter.finish(token, time.perf_counter())
+        concurrency.on_success()
+        if budget is not None and reservation is not None:
+            await budget.refund(reservation, completion.usage.total_tokens)
+            await budget.sync(completion.headers)
+        self._learn(completion, concurrency_seen)
         return completion
 
     def _learn(self, completion: Completion, concurrency: float) -> None:
@@ -218,7 +278,6 @@ class _Run:
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )
-        self.endpoint.budget.sync(completion.headers, time.perf_counter())
 
 
 def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:

@@ -117,6 +117,7 @@ def _status_error(exc: openai.APIStatusError) -> APIStatusError:
         "status_code": status,
         "request_id": exc.request_id,
         "code": code,
+        "type": exc.type if isinstance(exc.type, str) else None,
         "retry_after": parse_retry_after(exc.response.headers),
     }
     message = f"{status} from the service: {exc.message}"

@@ -92,6 +92,7 @@ class Plan:
     reason: str
     estimate: ServiceEstimate
     budget: BudgetSnapshot
+    items: tuple[PlanItem, ...] = ()
 
     @property
     def predicted_latency(self) -> float:
@@ -138,8 +139,18 @@ def plan_wave(
         _price(_groups(longest_first, k, policy, preamble_tokens), estimate, budget, concurrency)
         for k in ks
     )
-    chosen, reason = _choose(candidates, policy)
-    return Plan(chosen, candidates, policy.strategy, reason, estimate, budget)
+    # A merged request that can never fit the token budget is not a plan, it is a stall.
+    fitting = tuple(c for c in candidates if not _overflows(c, budget)) or candidates
+    chosen, reason = _choose(fitting, policy)
+    return Plan(chosen, fitting, policy.strategy, reason, estimate, budget, tuple(items))
+
+
+def _overflows(candidate: Candidate, budget: BudgetSnapshot) -> bool:
+    cap = budget.token_capacity
+    return cap is not None and any(
+        g.merged and g.input_tokens + (g.max_tokens or g.output_tokens) > cap
+        for g in candidate.groups
+    )
 
 
 def _candidate_ks(n: int, policy: Policy) -> list[int]:

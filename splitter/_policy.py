@@ -31,6 +31,24 @@ class Limits(_Config):
     tpm: int | None = Field(
         None, ge=1, description="Tokens per minute allowed (input + max_tokens); None: unknown."
     )
+    enforce: bool = Field(
+        True, description="Wait for the rate-limit budget before sending; False relies on 429s."
+    )
+    burst: float = Field(
+        1 / 6,
+        gt=0,
+        le=1,
+        description="Most of a minute's budget sent at once (Azure enforces ~10 s sub-windows).",
+    )
+    adaptive: bool = Field(
+        True,
+        description="Halve concurrency on 429s, overload and timeouts; regrow it one by one.",
+    )
+    oversized: Literal["allow_once", "error"] = Field(
+        "allow_once",
+        description="A request larger than the whole token budget: send it once, leaving a "
+        "debt, or fail it with BudgetError.",
+    )
 
 
 class RetryPolicy(_Config):

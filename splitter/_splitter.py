@@ -7,7 +7,6 @@ naming its index, a keyword splitter owns is an error naming the keyword.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -123,21 +122,25 @@ class Splitter:
         if not items:
             raise InvalidInputError("there is nothing to plan: the list of questions is empty")
         spec = RequestSpec(chosen_model, system, self._params(params))
-        return self._plan(items, spec, self._endpoint(_base_url(self._client), chosen_model))
+        return self._plan(items, spec, self._endpoint(self._client, chosen_model))
 
     def service_model(self, model: str | None = None) -> ServiceModel:
         """What has been learned about this client's service for ``model`` (save it with
         ``.save(path)``; bring it back with :meth:`use_service_model`)."""
-        return self._endpoint(_base_url(self._client), self._model(model)).service
+        return self._endpoint(self._client, self._model(model)).service
 
     def use_service_model(self, service: ServiceModel, model: str | None = None) -> None:
         """Start from a saved service model instead of the policy's prior."""
-        self._endpoint(_base_url(self._client), self._model(model)).service = service
+        self._endpoint(self._client, self._model(model)).service = service
 
-    def _endpoint(self, base_url: str, model: str) -> Endpoint:
+    def _endpoint(self, client: openai.AsyncOpenAI | openai.OpenAI | None, model: str) -> Endpoint:
+        base_url = _base_url(client)
         key = (base_url, model)
         if key not in self._endpoints:
-            self._endpoints[key] = Endpoint.for_policy(self.policy)
+            api_key = client.api_key if client is not None else os.environ.get("OPENAI_API_KEY")
+            self._endpoints[key] = Endpoint.for_policy(
+                self.policy, base_url=base_url, api_key=api_key, model=model
+            )
         return self._endpoints[key]
 
     def _plan(self, items: list[Question], spec: RequestSpec, endpoint: Endpoint) -> Plan:
@@ -157,8 +160,8 @@ class Splitter:
         return plan_wave(
             plan_items,
             estimate=endpoint.service.estimate(),
-            budget=endpoint.budget.snapshot(time.perf_counter()),
-            concurrency=self.policy.limits.max_concurrency,
+            budget=endpoint.budget_snapshot(),
+            concurrency=endpoint.concurrency.current,
             policy=self.policy,
             preamble_tokens=system,
         )
@@ -166,7 +169,7 @@ class Splitter:
     async def _run(
         self, client: openai.AsyncOpenAI | openai.OpenAI, items: list[Question], spec: RequestSpec
     ) -> BatchResult:
-        endpoint = self._endpoint(str(client.base_url), spec.model)
+        endpoint = self._endpoint(client, spec.model)
         plan = self._plan(items, spec, endpoint)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
         return await Executor(backend, self.policy, endpoint).run(items, plan, spec)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from ._memory import MemoryBudget
+from ._protocol import Budget, Kind, Reservation
 from ._snapshot import BudgetSnapshot
-from ._tracker import HeaderTracker
 
-__all__ = ["BudgetSnapshot", "HeaderTracker"]
+__all__ = ["Budget", "BudgetSnapshot", "Kind", "MemoryBudget", "Reservation"]

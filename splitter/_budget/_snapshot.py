@@ -15,6 +15,7 @@ class BudgetSnapshot:
     remaining_tokens: float | None = None
     requests_per_second: float | None = None  # refill rate
     tokens_per_second: float | None = None
+    token_capacity: float | None = None  # the most one request may reserve without debt
 
     def request_ready(self, nth: int) -> float:
         """Seconds from now until the ``nth`` request (0-based) may be sent."""

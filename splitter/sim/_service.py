@@ -21,6 +21,7 @@ A service may serve the caller's event loop (in-process door) or the uvicorn thr
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -60,7 +61,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BodyStream", "RequestRecord", "SimResponse", "SimService"]
 
-BASE_URL = "http://splitter-sim.invalid/v1"
+# Each service gets its own host name, so clients that key what they learn by base URL
+# (as splitter does) keep two simulated services apart, as they would two real ones.
+_BASE_URL = "http://sim-{}.splitter.invalid/v1"
+_instances = itertools.count(1)
 _JSON = ("content-type", "application/json")
 _SSE = ("content-type", "text/event-stream; charset=utf-8")
 _CLIENT_GONE = 499  # nginx's code for "client closed request"
@@ -204,6 +208,8 @@ class SimService:
         self.log: list[RequestRecord] = []
         self.in_flight = 0
         self.asgi_app: ASGIApp = make_asgi_app(self)
+        #: The in-process door's base URL (``serve()`` yields the loopback one).
+        self.base_url = _BASE_URL.format(next(_instances))
 
     # -- doors ----------------------------------------------------------------------------
 
@@ -215,7 +221,7 @@ class SimService:
         """An ``openai.AsyncOpenAI`` wired to this service in-process (close it when done)."""
         http_client = openai.DefaultAsyncHttpxClient(transport=self.transport())
         return openai.AsyncOpenAI(
-            base_url=BASE_URL, api_key="sk-sim-test", http_client=http_client, **kwargs
+            base_url=self.base_url, api_key="sk-sim-test", http_client=http_client, **kwargs
         )
 
     # -- handling -------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""A continuously refilling token bucket, corrected by what the service reports."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .._headers import parse_count, parse_duration
+
+__all__ = ["Bucket"]
+
+_HEADROOM = 0.97
+_RESERVE = 0.1
+
+
+@dataclass(slots=True)
+class Bucket:
+    """One limit (requests or tokens). Unknown until a limit is given or read from headers.
+
+    ``level`` may go below zero: a 429 or an oversized request leaves a debt that refills.
+    The bucket holds at most ``burst`` of the window's ``limit``, so a fresh budget is spent
+    at a pace rather than all at once (providers such as Azure enforce per-minute limits on
+    ~10 s sub-windows).
+    """
+
+    limit: float | None = None  # per window
+    rate: float | None = None  # refill per second
+    level: float = 0.0
+    at: float = 0.0  # when level was last computed
+    burst: float = 1.0  # fraction of the limit the bucket holds
+    blocked_until: float = 0.0
+    last_shift: float = -math.inf
+    measured_from: float = 0.0  # the deficit the rate was measured at (0: assumed, limit/60)
+
+    @classmethod
+    def per_minute(cls, limit: int | None, *, burst: float, now: float) -> Bucket:
+        if limit is None:
+            return cls(burst=burst, at=now)
+        return cls(float(limit), limit / 60, limit * burst, now, burst)
+
+    @property
+    def known(self) -> bool:
+        return self.limit is not None and self.rate is not None
+
+    @property
+    def capacity(self) -> float:
+        return max(1.0, (self.limit or math.inf) * self.burst)
+
+    @property
+    def reserve(self) -> float:
+        """What a 429 makes us leave in the service's bucket (see :meth:`block`)."""
+        return max(1.0, (self.limit or 0.0) * _RESERVE)
+
+    @property
+    def pace(self) -> float:
+        """The refill rate we spend at: a little under the service's, so its bucket keeps a
+        margin for the jitter between our clock and its own."""
+        return (self.rate or 0.0) * _HEADROOM
+
+    def level_at(self, now: float) -> float:
+        if not self.known:
+            return math.inf
+        return min(self.capacity, self.level + max(0.0, now - self.at) * self.pace)
+
+    def wait(self, amount: float, now: float) -> float:
+        """Seconds until ``amount`` may be taken, counting debts already booked (an amount
+        above capacity waits for a full bucket, then goes through once, leaving a debt)."""
+        if not self.known:
+            return 0.0
+        blocked = max(0.0, self.blocked_until - now)
+        short = min(amount, self.capacity) - self.level_at(now)
+        return max(blocked, short / self.pace if short > 0 and self.rate else 0.0)
+
+    def take(self, amount: float, now: float) -> None:
+        if self.known:
+            self.level, self.at = self.level_at(now) - amount, now
+
+    def give(self, amount: float, now: float) -> None:
+        if self.known:
+            self.level, self.at = min(self.capacity, self.level_at(now) + amount), now
+
+    def window(self) -> float | None:
+        """Seconds the service takes to refill this limit from empty, if measured."""
+        measured = self.measured_from > 0
+        return self.limit / self.rate if measured and self.limit and self.rate else None
+
+    def assume_window(self, seconds: float) -> None:
+        """Take the other limit's measured window (providers refill both over one window)."""
+        if self.limit and not self.measured_from:
+            self.rate = self.limit / seconds
+
+    def block(self, seconds: float, now: float) -> float:
+        """A 429: nothing more goes before ``seconds``, and every booking moves back.
+
+        The service's bucket is empty and (as OpenAI counts failed requests) the rejected
+        request was charged to it too. At an empty bucket, arrivals bunched by jitter draw
+        more 429s, each charged again, which digs the hole deeper; so the schedule moves back
+        by the time the service needs to refill that request and a reserve. Returns that
+        shift in seconds (0 when a 429 of the same burst already moved it).
+        """
+        self.blocked_until = max(self.blocked_until, now + seconds)
+        if not self.known or not self.pace:
+            return 0.0
+        shift = (1 + self.reserve) / self.pace
+        if now < self.last_shift + shift:
+            return 0.0
+        self.last_shift = now
+        self.level, self.at = self.level_at(now) - (1 + self.reserve), now
+        return shift
+
+    def read(self, headers: Mapping[str, str], kind: str, now: float) -> None:
+        """Take the service's account of this limit from one response's headers."""
+        limit = parse_count(headers.get(f"x-ratelimit-limit-{kind}"))
+        remaining = parse_count(headers.get(f"x-ratelimit-remaining-{kind}"))
+        reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
+        if limit:
+            if self.limit is None:
+                self.level, self.at = limit * self.burst, now
+            self.limit = limit
+            self.rate = self.rate or limit / 60
+        # The reset is the time to refill to the limit: it tells the true rate, which
+        # differs from limit/60 on services with other windows (or a simulator's time scale).
+        # ``remaining`` is a whole number while the reset is not, so a small deficit can be
+        # off by up to one unit: the reading with the largest deficit is the most precise.
+        deficit = (self.limit or 0.0) - (remaining if remaining is not None else math.inf)
+        if reset and deficit >= max(2.0, self.measured_from):
+            self.rate = deficit / reset
+            self.measured_from = deficit
+        if remaining is not None and self.known:
+            # Never believe we have more than the service says (others share the key).
+            self.level, self.at = min(self.level_at(now), remaining), now

@@ -1,0 +1,40 @@
+"""What every rate-limit budget offers the executor and the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ._snapshot import BudgetSnapshot
+
+__all__ = ["Budget", "Kind", "Reservation"]
+
+Kind = Literal["requests", "tokens"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one request took from the budget: 1 request and its input + max_tokens."""
+
+    tokens: int
+
+
+class Budget(Protocol):
+    """A shared account of what the service will accept.
+
+    ``acquire`` waits until one request and ``tokens`` tokens may be spent (paced, never a
+    whole window at once), ``refund`` returns what the request did not use, ``sync`` reads
+    the service's own ``x-ratelimit-*`` account, and ``rate_limited`` pauses the bucket a
+    429 named until the service's reset.
+    """
+
+    async def acquire(self, tokens: int) -> Reservation: ...
+
+    async def refund(self, reservation: Reservation, used_tokens: int) -> None: ...
+
+    async def sync(self, headers: Mapping[str, str]) -> None: ...
+
+    async def rate_limited(self, kind: Kind, retry_after: float | None) -> None: ...
+
+    def snapshot(self) -> BudgetSnapshot: ...
