@@ -21,7 +21,7 @@ from ._exceptions import (
     SplitterError,
 )
 from ._planner import Candidate, Group, Plan
-from ._policy import Limits, MergePolicy, Policy, RetryPolicy, Weighted
+from ._policy import Limits, MergePolicy, Policy, RetryPolicy, SharedBudget, Weighted
 from ._questions import Answer, BatchResult, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
@@ -55,6 +55,7 @@ __all__ = [
     "ServiceEstimate",
     "ServiceModel",
     "ServicePrior",
+    "SharedBudget",
     "Splitter",
     "SplitterError",
     "Usage",

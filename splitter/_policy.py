@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._service_model import ServicePrior
 
-__all__ = ["Limits", "MergePolicy", "Policy", "RetryPolicy", "Weighted"]
+__all__ = ["Limits", "MergePolicy", "Policy", "RetryPolicy", "SharedBudget", "Weighted"]
 
 
 class _Config(BaseModel):
@@ -44,11 +44,35 @@ class Limits(_Config):
         True,
         description="Halve concurrency on 429s, overload and timeouts; regrow it one by one.",
     )
+    shared: SharedBudget | None = Field(
+        None, description="Share the budget with other processes through Redis."
+    )
     oversized: Literal["allow_once", "error"] = Field(
         "allow_once",
         description="A request larger than the whole token budget: send it once, leaving a "
         "debt, or fail it with BudgetError.",
     )
+
+
+class SharedBudget(_Config):
+    """One rate-limit budget for every process on an API key, kept in Redis (``redis`` extra).
+
+    Keys are ``{namespace}:budget:{fingerprint}``, where the fingerprint hashes the base URL,
+    the API key and the model (never the key itself), and expire when unused.
+    """
+
+    url: str = Field("redis://127.0.0.1:6379/0", description="Where the Redis server is.")
+    namespace: str = Field("splitter", min_length=1, description="Prefix of every key.")
+    on_outage: Literal["local", "stop"] = Field(
+        "local",
+        description="Redis unreachable: continue on a local budget at outage_share of the "
+        "limits, or fail requests with BudgetError. Never unlimited.",
+    )
+    outage_share: float = Field(
+        0.25, gt=0, le=1, description="Share of the limits one process uses during an outage."
+    )
+    key_ttl: float = Field(600, gt=0, description="Seconds an unused budget key lives.")
+    timeout: float = Field(0.5, gt=0, description="Seconds to wait for Redis before an outage.")
 
 
 class RetryPolicy(_Config):

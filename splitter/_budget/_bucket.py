@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from .._headers import parse_count, parse_duration
 
-__all__ = ["Bucket"]
+__all__ = ["HEADROOM", "RESERVE", "Bucket"]
 
-_HEADROOM = 0.97
-_RESERVE = 0.1
+HEADROOM = 0.97  # we spend at this fraction of the service's refill rate
+RESERVE = 0.1  # after a 429, leave this fraction of the limit in the service's bucket
 
 
 @dataclass(slots=True)
@@ -29,6 +29,7 @@ class Bucket:
     level: float = 0.0
     at: float = 0.0  # when level was last computed
     burst: float = 1.0  # fraction of the limit the bucket holds
+    share: float = 1.0  # fraction of the limit this process may use (a shared budget's fallback)
     blocked_until: float = 0.0
     last_shift: float = -math.inf
     measured_from: float = 0.0  # the deficit the rate was measured at (0: assumed, limit/60)
@@ -45,18 +46,18 @@ class Bucket:
 
     @property
     def capacity(self) -> float:
-        return max(1.0, (self.limit or math.inf) * self.burst)
+        return max(1.0, (self.limit or math.inf) * self.burst * self.share)
 
     @property
     def reserve(self) -> float:
         """What a 429 makes us leave in the service's bucket (see :meth:`block`)."""
-        return max(1.0, (self.limit or 0.0) * _RESERVE)
+        return max(1.0, (self.limit or 0.0) * RESERVE)
 
     @property
     def pace(self) -> float:
         """The refill rate we spend at: a little under the service's, so its bucket keeps a
         margin for the jitter between our clock and its own."""
-        return (self.rate or 0.0) * _HEADROOM
+        return (self.rate or 0.0) * HEADROOM * self.share
 
     def level_at(self, now: float) -> float:
         if not self.known:

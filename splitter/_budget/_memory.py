@@ -30,6 +30,7 @@ class MemoryBudget:
         rpm: int | None = None,
         tpm: int | None = None,
         burst: float = 1.0,
+        share: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
@@ -40,6 +41,8 @@ class MemoryBudget:
             "requests": Bucket.per_minute(rpm, burst=burst, now=now),
             "tokens": Bucket.per_minute(tpm, burst=burst, now=now),
         }
+        for bucket in self.buckets.values():
+            bucket.share = share
         self._shift = 0.0  # seconds every booked request has been moved back by 429s
 
     async def acquire(self, tokens: int) -> Reservation:

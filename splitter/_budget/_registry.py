@@ -10,22 +10,32 @@ import threading
 
 from .._policy import Limits
 from ._memory import MemoryBudget
+from ._protocol import Budget
 
-__all__ = ["key_fingerprint", "shared_budget"]
+__all__ = ["endpoint_fingerprint", "shared_budget"]
 
-_budgets: dict[tuple[str, str, str], MemoryBudget] = {}
+_budgets: dict[tuple[object, ...], Budget] = {}
 _lock = threading.Lock()
 
 
-def key_fingerprint(api_key: str | None) -> str:
-    """A short, irreversible name for an API key (for budget keys and logs)."""
-    return hashlib.sha256((api_key or "").encode()).hexdigest()[:16]
+def endpoint_fingerprint(base_url: str, api_key: str | None, model: str) -> str:
+    """A short, irreversible name for (endpoint, API key, model), for keys and logs."""
+    text = "\n".join((base_url.rstrip("/"), api_key or "", model))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def shared_budget(base_url: str, api_key: str | None, model: str, limits: Limits) -> MemoryBudget:
-    """The process-wide budget for this endpoint and key; made from ``limits`` on first use."""
-    key = (base_url.rstrip("/"), key_fingerprint(api_key), model)
+def shared_budget(base_url: str, api_key: str | None, model: str, limits: Limits) -> Budget:
+    """The process-wide budget for this endpoint and key; made from ``limits`` on first use:
+    in Redis when ``limits.shared`` says so, else in memory."""
+    fingerprint = endpoint_fingerprint(base_url, api_key, model)
+    shared = limits.shared
+    key = (fingerprint, shared.url, shared.namespace) if shared else (fingerprint,)
     with _lock:
         if key not in _budgets:
-            _budgets[key] = MemoryBudget(rpm=limits.rpm, tpm=limits.tpm, burst=limits.burst)
+            if shared is not None:
+                from ._redis import RedisBudget
+
+                _budgets[key] = RedisBudget(shared, fingerprint=fingerprint, limits=limits)
+            else:
+                _budgets[key] = MemoryBudget(rpm=limits.rpm, tpm=limits.tpm, burst=limits.burst)
         return _budgets[key]

@@ -1,0 +1,211 @@
+"""The Redis-shared budget, against a real redis-server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from redis_support import RedisServer, free_port, wait_for_port
+
+from splitter import BudgetError, Limits, SharedBudget
+from splitter._budget._redis import RedisBudget
+from splitter._budget._registry import endpoint_fingerprint
+
+pytestmark = pytest.mark.anyio
+
+HEADERS = {
+    "x-ratelimit-limit-requests": "600",
+    "x-ratelimit-remaining-requests": "590",
+    "x-ratelimit-reset-requests": "1s",  # 10 per second
+}
+
+
+def _budget(server: RedisServer, **limits: object) -> RedisBudget:
+    shared = SharedBudget(url=server.url, namespace="t")
+    return RedisBudget(
+        shared,
+        fingerprint="f" * 24,
+        limits=Limits(shared=shared, burst=1.0, **limits),  # type: ignore[arg-type]
+    )
+
+
+async def test_two_processes_see_one_budget(redis_server: RedisServer) -> None:
+    """What one budget object books, another on the same key sees (as another process would)."""
+    first, second = _budget(redis_server, rpm=600), _budget(redis_server, rpm=600)
+    for _ in range(5):
+        await first.acquire(1)
+    remaining = second.snapshot().remaining_requests
+    assert remaining is not None
+    assert 594 <= remaining <= 596
+
+
+async def test_headers_synced_by_one_teach_all(redis_server: RedisServer) -> None:
+    """A header sync from any process corrects the shared limits, rate and level."""
+    first, second = _budget(redis_server), _budget(redis_server)
+    assert second.snapshot().remaining_requests is None
+    await first.sync(HEADERS)
+    snap = second.snapshot()
+    assert snap.remaining_requests == pytest.approx(590, abs=1)
+    assert snap.requests_per_second == pytest.approx(10)
+
+
+async def test_pacing_and_a_429_shift_hold_across_processes(redis_server: RedisServer) -> None:
+    """Booked past the bucket, acquires wait; a 429 seen by one moves the other's turn back."""
+    first, second = _budget(redis_server), _budget(redis_server)
+    await first.sync(
+        {**HEADERS, "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m"}
+    )
+    started = time.monotonic()
+    await second.acquire(1)  # 1 request at ~9.7 per second
+    assert time.monotonic() - started == pytest.approx(1 / 9.7, abs=0.05)
+    await first.rate_limited("requests", 0.2)
+    started = time.monotonic()
+    await second.acquire(1)
+    assert time.monotonic() - started >= 0.2
+
+
+async def test_keys_hold_no_api_key(redis_server: RedisServer) -> None:
+    """Budget keys are namespaced, expire, and carry a fingerprint, never the API key."""
+    api_key = "sk-live-SECRET-123"
+    fingerprint = endpoint_fingerprint("https://api.example/v1", api_key, "m")
+    shared = SharedBudget(url=redis_server.url, namespace="ns")
+    budget = RedisBudget(shared, fingerprint=fingerprint, limits=Limits(shared=shared, rpm=60))
+    await budget.acquire(10)
+    client = redis.Redis.from_url(redis_server.url)
+    keys = [k.decode() for k in client.keys("*")]
+    assert keys == [f"ns:budget:{fingerprint}"]
+    assert 0 < client.ttl(keys[0]) <= 600
+    dump = json.dumps({k.decode(): v.decode() for k, v in client.hgetall(keys[0]).items()})
+    assert "SECRET" not in dump
+    assert api_key not in keys[0]
+    client.close()
+
+
+async def test_outage_falls_back_to_a_local_share(redis_server: RedisServer) -> None:
+    """Redis down: one warning, then a local budget at outage_share of the learned limits."""
+    budget = _budget(redis_server)
+    await budget.sync(HEADERS)
+    redis_server.kill()
+    with pytest.warns(RuntimeWarning, match="unreachable"):
+        await budget.acquire(1)
+    local = budget.snapshot()
+    assert local.requests_per_second == pytest.approx(10)
+    assert budget._local.buckets["requests"].pace == pytest.approx(10 * 0.97 * 0.25)
+
+
+async def test_outage_can_stop_instead(redis_server: RedisServer) -> None:
+    """on_outage='stop': requests fail with BudgetError rather than go unbudgeted."""
+    shared = SharedBudget(url=redis_server.url, namespace="t", on_outage="stop")
+    budget = RedisBudget(shared, fingerprint="g" * 24, limits=Limits(shared=shared))
+    redis_server.kill()
+    with pytest.raises(BudgetError, match="unreachable"):
+        await budget.acquire(1)
+
+
+async def test_splitter_runs_on_a_shared_budget(redis_server: RedisServer) -> None:
+    """A Splitter whose policy shares the budget through Redis answers a batch end to end."""
+    from splitter import Policy, Splitter
+    from splitter.sim import SimLimits, SimService
+    from splitter.testing import assert_answers_match, open_sim_client
+
+    service = SimService("instant", time_scale=0.01, limits=SimLimits(rpm=600))
+    shared = SharedBudget(url=redis_server.url, namespace="e2e")
+    policy = Policy(strategy="fanout", limits=Limits(max_concurrency=8, shared=shared))
+    async with open_sim_client(service) as client:
+        result = await Splitter(client, policy=policy).aask_many(
+            [f"q{i}" for i in range(40)], model="m"
+        )
+    assert result.ok
+    assert_answers_match(result)
+    keys = redis.Redis.from_url(redis_server.url)
+    assert [k.decode() for k in keys.keys("e2e:budget:*")]
+    keys.close()
+
+
+WORKER = Path(__file__).with_name("redis_worker.py")
+
+
+def _start_sim(rpm: int, scale: float) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    args = [
+        sys.executable,
+        "-m",
+        "splitter.sim",
+        "--port",
+        str(port),
+        "--profile",
+        "instant",
+        "--rpm",
+        str(rpm),
+        "--time-scale",
+        str(scale),
+        "--answer-tokens",
+        "10",
+    ]
+    sim = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if not wait_for_port(port):
+        sim.kill()
+        raise RuntimeError("splitter.sim did not start")
+    return sim, f"http://127.0.0.1:{port}/v1"
+
+
+def _workers(base_url: str, redis_url: str, n: int) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), base_url, redis_url, str(n), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+
+
+def _collect(workers: list[subprocess.Popen[str]]) -> list[dict[str, float]]:
+    reports = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=240)
+        assert worker.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def test_four_processes_share_one_rpm(redis_server: RedisServer) -> None:
+    """4 OS processes on one key at RPM 120 stay under it together (<= 1% 429s) and together
+    reach >= 90% of it (requests answered per simulated minute of the run)."""
+    rpm, scale = 120, 0.02  # 2 requests per real second x 100 = 100 per second
+    sim, base_url = _start_sim(rpm, scale)
+    try:
+        reports = _collect(_workers(base_url, redis_server.url, 150))
+    finally:
+        sim.terminate()
+        sim.communicate(timeout=10)
+    requests = sum(r["requests"] for r in reports)
+    rejected = sum(r["rate_limited"] for r in reports)
+    answered = sum(r["answered"] for r in reports)
+    assert answered == 600
+    assert rejected <= 0.01 * requests, f"{rejected} of {requests} were 429"
+    span = max(r["last_sent"] for r in reports) - min(r["first_sent"] for r in reports)
+    achieved_rpm = answered / (span / scale / 60)
+    assert achieved_rpm >= 0.9 * rpm, f"{achieved_rpm:.0f} of {rpm} RPM"
+
+
+def test_killing_redis_mid_run_loses_no_question(redis_server: RedisServer) -> None:
+    """Redis dies while 4 processes run: they go on with local shares; every question is
+    answered."""
+    sim, base_url = _start_sim(120, 0.02)
+    try:
+        workers = _workers(base_url, redis_server.url, 150)
+        time.sleep(1.0)
+        redis_server.kill()
+        reports = _collect(workers)
+    finally:
+        sim.terminate()
+        sim.communicate(timeout=10)
+    assert [r["answered"] for r in reports] == [150] * 4
+    assert sum(r["fallback_warnings"] for r in reports) >= 1
