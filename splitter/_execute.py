@@ -33,7 +33,7 @@ from ._exceptions import (
 from ._headers import parse_count
 from ._merge import build_merged_prompt, parse_merged
 from ._openai import Completion, OpenAIBackend
-from ._planner import Group, Plan, PlanItem
+from ._planner import ANSWER_MARKER_TOKENS, Group, Plan, PlanItem
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
@@ -181,7 +181,10 @@ class _Run:
             found.items(), _usage_shares(outcome.usage, found), strict=True
         ):
             question = self.questions[index]
-            self.endpoint.lengths.observe(question.text, count_tokens(text, self.spec.model))
+            # The service's own count shared out by length (less the marker), the same unit
+            # as a single answer's usage: a local tokenizer may count unlike the model's.
+            own = max(1, usage.completion_tokens - ANSWER_MARKER_TOKENS)
+            self.endpoint.lengths.observe(question.text, own)
             self.slots[index] = Answer(
                 index,
                 question,

@@ -139,14 +139,19 @@ def plan_wave(
         _price(_groups(longest_first, k, policy, preamble_tokens), estimate, budget, concurrency)
         for k in ks
     )
-    # A merged request that can never fit the token budget is not a plan, it is a stall.
-    fitting = tuple(c for c in candidates if not _overflows(c, budget)) or candidates
+    # A merged request that can never fit the token budget or the context is not a plan.
+    limit = _request_limit(budget, policy)
+    fitting = tuple(c for c in candidates if not _overflows(c, limit)) or candidates
     chosen, reason = _choose(fitting, policy)
     return Plan(chosen, fitting, policy.strategy, reason, estimate, budget, tuple(items))
 
 
-def _overflows(candidate: Candidate, budget: BudgetSnapshot) -> bool:
-    cap = budget.token_capacity
+def _request_limit(budget: BudgetSnapshot, policy: Policy) -> float | None:
+    limits = [x for x in (budget.token_capacity, policy.merge.context_window) if x is not None]
+    return min(limits) if limits else None
+
+
+def _overflows(candidate: Candidate, cap: float | None) -> bool:
     return cap is not None and any(
         g.merged and g.input_tokens + (g.max_tokens or g.output_tokens) > cap
         for g in candidate.groups

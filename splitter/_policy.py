@@ -113,6 +113,11 @@ class MergePolicy(_Config):
     min_answer_tokens: int = Field(
         64, ge=1, description="Floor of each merged item's share of max_tokens."
     )
+    context_window: int | None = Field(
+        None,
+        ge=1,
+        description="The model's context (input + max_tokens); no merged request exceeds it.",
+    )
 
 
 class Weighted(_Config):

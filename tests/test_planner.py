@@ -170,3 +170,33 @@ def test_planning_a_thousand_questions_is_fast() -> None:
     plan = plan_wave(items, estimate=GPU, budget=AMPLE, concurrency=64, policy=Policy())
     assert time.perf_counter() - started < 1.0
     assert sum(len(g.indexes) for g in plan.chosen.groups) == 1000
+
+
+@pytest.mark.parametrize(
+    ("budget", "merge"),
+    [
+        pytest.param(
+            BudgetSnapshot(remaining_tokens=900, tokens_per_second=1, token_capacity=900),
+            MergePolicy(),
+            id="token-bucket",
+        ),
+        pytest.param(AMPLE, MergePolicy(context_window=900), id="context-window"),
+    ],
+)
+def test_no_merged_request_larger_than_the_budget_or_context(
+    budget: BudgetSnapshot, merge: MergePolicy
+) -> None:
+    """Groups that could never fit one request's token limit are not candidates."""
+    items = [PlanItem(i, 100, 200, max_tokens=300) for i in range(4)]
+    plan = plan_wave(
+        items,
+        estimate=GPU,
+        budget=budget,
+        concurrency=64,
+        policy=Policy(objective="cost", merge=merge),
+    )
+    for candidate in plan.candidates:
+        for group in candidate.groups:
+            if group.merged:
+                assert group.input_tokens + (group.max_tokens or 0) <= 900
+    assert plan.chosen.k >= 2

@@ -125,9 +125,16 @@ class Bucket:
         # ``remaining`` is a whole number while the reset is not, so a small deficit can be
         # off by up to one unit: the reading with the largest deficit is the most precise.
         deficit = (self.limit or 0.0) - (remaining if remaining is not None else math.inf)
-        if reset and deficit >= max(2.0, self.measured_from):
-            self.rate = deficit / reset
+        if reset and deficit >= max(_least_deficit(self.limit or 0.0), self.measured_from):
+            # Below two units the rounding dominates: take the middle of what it allows.
+            self.rate = (deficit if deficit >= 2 else deficit - 0.5) / reset
             self.measured_from = deficit
         if remaining is not None and self.known:
             # Never believe we have more than the service says (others share the key).
             self.level, self.at = min(self.level_at(now), remaining), now
+
+
+def _least_deficit(limit: float) -> float:
+    """The smallest deficit whose reset is worth reading: 2 units, or 1 for tiny limits
+    (an RPM of 1 or 2 never shows more)."""
+    return 1.0 if limit < 4 else 2.0

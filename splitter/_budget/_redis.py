@@ -117,8 +117,12 @@ for i, k in ipairs({'requests', 'tokens'}) do
   local have = get(k, 'limit')
   if have and remaining and reset and reset > 0 then
     local deficit = have - remaining
-    if deficit >= math.max(2, get(k, 'measured') or 0) then
-      set(k, 'rate', deficit / reset); set(k, 'measured', deficit)
+    local least = 2
+    if have < 4 then least = 1 end
+    if deficit >= math.max(least, get(k, 'measured') or 0) then
+      local units = deficit
+      if deficit < 2 then units = deficit - 0.5 end
+      set(k, 'rate', units / reset); set(k, 'measured', deficit)
     end
   end
   if remaining and known(k) then
