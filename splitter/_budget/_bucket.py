@@ -32,7 +32,8 @@ class Bucket:
     share: float = 1.0  # fraction of the limit this process may use (a shared budget's fallback)
     blocked_until: float = 0.0
     last_shift: float = -math.inf
-    measured_from: float = 0.0  # the deficit the rate was measured at (0: assumed, limit/60)
+    measured_from: float = 0.0  # the deficit the rate was measured at (0: assumed limit/60)
+    exact: bool = False  # measured with requests still left (so no hidden debt)
 
     @classmethod
     def per_minute(cls, limit: int | None, *, burst: float, now: float) -> Bucket:
@@ -124,11 +125,16 @@ class Bucket:
         # differs from limit/60 on services with other windows (or a simulator's time scale).
         # ``remaining`` is a whole number while the reset is not, so a small deficit can be
         # off by up to one unit: the reading with the largest deficit is the most precise.
+        # At "remaining: 0" the bucket may be in debt, which only the reset shows: such a
+        # reading underestimates the rate and serves only until an exact one arrives.
         deficit = (self.limit or 0.0) - (remaining if remaining is not None else math.inf)
-        if reset and deficit >= max(_least_deficit(self.limit or 0.0), self.measured_from):
-            # Below two units the rounding dominates: take the middle of what it allows.
-            self.rate = (deficit if deficit >= 2 else deficit - 0.5) / reset
-            self.measured_from = deficit
+        exact = remaining is not None and remaining >= 1
+        better = deficit >= self.measured_from if exact == self.exact else exact
+        if reset and deficit >= _least_deficit(self.limit or 0.0) and better:
+            # A reading comes right after the service counted our request, so even a deficit
+            # of one is whole, not a rounded fraction.
+            self.rate = deficit / reset
+            self.measured_from, self.exact = deficit, exact
         if remaining is not None and self.known:
             # Never believe we have more than the service says (others share the key).
             self.level, self.at = min(self.level_at(now), remaining), now

@@ -119,10 +119,12 @@ for i, k in ipairs({'requests', 'tokens'}) do
     local deficit = have - remaining
     local least = 2
     if have < 4 then least = 1 end
-    if deficit >= math.max(least, get(k, 'measured') or 0) then
-      local units = deficit
-      if deficit < 2 then units = deficit - 0.5 end
-      set(k, 'rate', units / reset); set(k, 'measured', deficit)
+    local exact, was_exact = remaining >= 1, (get(k, 'exact') or 0) == 1
+    local better = exact and not was_exact
+    if exact == was_exact then better = deficit >= (get(k, 'measured') or 0) end
+    if deficit >= least and better then
+      set(k, 'rate', deficit / reset); set(k, 'measured', deficit)
+      if exact then set(k, 'exact', 1) else set(k, 'exact', 0) end
     end
   end
   if remaining and known(k) then

@@ -143,3 +143,32 @@ async def test_cancelled_waiter_returns_its_booking() -> None:
     with anyio.move_on_after(0.05):
         await budget.acquire(1)
     assert budget.snapshot().remaining_requests == pytest.approx(0, abs=0.2)
+
+
+def _limit_headers(limit: int, remaining: int, reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-requests": str(limit),
+        "x-ratelimit-remaining-requests": str(remaining),
+        "x-ratelimit-reset-requests": reset,
+    }
+
+
+async def test_an_empty_bucket_reading_is_only_provisional() -> None:
+    """At remaining 0 the service may be in debt (a longer reset): that rate estimate is used
+    only until a reading with requests left arrives, which replaces it."""
+    clock = Clock()
+    budget = _budget(clock, burst=1.0)
+    await budget.sync(_limit_headers(60, 0, "1m3s"))  # 3 s of hidden debt
+    assert budget.snapshot().requests_per_second == pytest.approx(60 / 63)
+    await budget.sync(_limit_headers(60, 30, "30s"))
+    assert budget.snapshot().requests_per_second == pytest.approx(1.0)
+    await budget.sync(_limit_headers(60, 0, "2m"))  # an empty reading never overrides it
+    assert budget.snapshot().requests_per_second == pytest.approx(1.0)
+
+
+async def test_a_limit_of_one_still_teaches_its_rate() -> None:
+    """RPM 1 never shows more than one missing request; that reading is still read."""
+    clock = Clock()
+    budget = _budget(clock, burst=1.0)
+    await budget.sync(_limit_headers(1, 0, "600ms"))  # a time-scaled "minute"
+    assert budget.snapshot().requests_per_second == pytest.approx(1 / 0.6)
