@@ -34,7 +34,8 @@ drew 429s (a refused request still costs one, so a 429 herd can leave up to a bu
 debt, which the headers never show). What auto then believes remains
 (``Splitter.plan(...).budget.remaining_requests``) is kept in the JSON. Every forced arm
 runs on a fresh ``SimService`` of its own (identical profile and limits, full bucket, idle
-engine); forced plans do not depend on anything learned, so they need no calibration. The
+engine); in tight cells each forced arm first learns the limits from one response and waits
+for a full bucket, as auto does, since the budget paces by what it knows. The
 429s each arm drew are counted from its service's log (``RequestRecord.status``).
 
 Before the first cell one throwaway batch on an "instant" service warms the process up (its
@@ -233,9 +234,15 @@ async def run_forced(cell: Cell, arm: Arm, pol: Policy, repeat: int) -> None:
     service = service_for(cell, arm.scale)
     async with service.async_client(max_retries=0) as client:
         splitter = Splitter(client, policy=pol, model="sim")
+        if cell.headroom == "tight":
+            # The budget paces what it knows: give every arm auto's knowledge of the limits
+            # (one response's headers), then a full bucket, so plans are compared, not luck.
+            await ask(splitter, questions(cell, f"{arm.name}-probe-{repeat}", 1), cell.out)
+            await wait_for_full_bucket(splitter, service, cell, arm.scale, 0.0)
+        since = time.monotonic()
         result = await ask(splitter, questions(cell, f"{arm.name}-{repeat}", cell.n), cell.out)
     arm.sim_times.append(result.stats.wall_time / arm.scale)
-    arm.rate_limited += count_429(service, 0.0)
+    arm.rate_limited += count_429(service, since)
     arm.failed += result.stats.failed
     arm.repaired += result.stats.repaired
 

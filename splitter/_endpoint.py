@@ -23,8 +23,6 @@ class Endpoint:
     budget: Budget | None  # None: Limits(enforce=False)
     concurrency: AdaptiveConcurrency
     meter: InFlightMeter = field(default_factory=InFlightMeter)
-    #: (predicted, measured) wall time of every planned batch: how honest the model is.
-    accuracy: list[tuple[float, float]] = field(default_factory=list)
 
     @classmethod
     def for_policy(

@@ -104,7 +104,6 @@ class Executor:
             for i, answer in enumerate(run.slots)
         )
         wall = time.perf_counter() - started
-        self._endpoint.accuracy.append((plan.predicted_latency, wall))
         stats = RunStats(
             wall_time=wall,
             requests=run.counters.requests,
