@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "overhead.py"
+from bench_support import RunBench
+
 RATIO_LINE = re.compile(r"^overhead: splitter/raw throughput = (\S+) \(target >= 0\.90\)$", re.M)
 
 
-def test_overhead_script_prints_a_ratio(tmp_path: Path) -> None:
+def test_overhead_script_prints_a_ratio(tmp_path: Path, run_bench: RunBench) -> None:
     """It exits 0 and prints a positive ratio (the target is not asserted: timings are noisy)."""
     out = tmp_path / "overhead.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--requests", "32", "--rounds", "2", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_bench("overhead.py", "--requests", "32", "--rounds", "2", "--json", str(out))
     match = RATIO_LINE.search(proc.stdout)
     assert match is not None, proc.stdout
     ratio = float(match.group(1))

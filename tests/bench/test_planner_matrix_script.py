@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_matrix.py"
+from bench_support import RunBench
+
 SUMMARY_LINE = re.compile(
     r"^summary: cells=(\d+) max regret=(\S+) median regret=(\S+) cells over 1\.10=(\d+) "
     r"median \|pred/meas-1\|=(\S+) cells off >25%=(\d+)$",
@@ -16,17 +15,10 @@ SUMMARY_LINE = re.compile(
 )
 
 
-def test_planner_matrix_quick_prints_a_summary(tmp_path: Path) -> None:
+def test_planner_matrix_quick_prints_a_summary(tmp_path: Path, run_bench: RunBench) -> None:
     """It exits 0 and prints a parseable summary with a positive regret; targets not asserted."""
     out = tmp_path / "matrix.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_bench("planner_matrix.py", "--quick", "--json", str(out))
     match = SUMMARY_LINE.search(proc.stdout)
     assert match is not None, proc.stdout
     cells = int(match.group(1))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "rate_limits.py"
+from bench_support import RunBench
+
 ARMS = ("splitter", "naive-gather", "cookbook")
 ROW = re.compile(
     r"^(?P<arm>splitter|naive-gather|cookbook)\s+(?P<wall>\S+)\s+(?P<thru>\S+)\s+(?P<r429>\S+)"
@@ -17,17 +16,10 @@ ROW = re.compile(
 )
 
 
-def test_rate_limits_quick_prints_three_arms(tmp_path: Path) -> None:
+def test_rate_limits_quick_prints_three_arms(tmp_path: Path, run_bench: RunBench) -> None:
     """It exits 0 and prints a parseable row per arm; no timing targets are asserted."""
     out = tmp_path / "rate_limits.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_bench("rate_limits.py", "--quick", "--json", str(out))
     rows = {m["arm"]: m for m in ROW.finditer(proc.stdout)}
     assert tuple(rows) == ARMS, proc.stdout
     for row in rows.values():
