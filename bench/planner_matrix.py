@@ -79,7 +79,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from splitter import BatchResult, MergePolicy, Policy, Question, RetryPolicy, Splitter
+from splitter import BatchResult, Limits, MergePolicy, Policy, Question, RetryPolicy, Splitter
 from splitter.sim import PROFILES, Profile, SimLimits, SimService
 
 Headroom = Literal["ample", "tight"]
@@ -165,8 +165,11 @@ def estimate_sim(profile: Profile, cell: Cell, k: int) -> float:
     step = profile.step_seconds(min(k, profile.slots))
     prefill = profile.prefill_seconds(_PROMPT_PER_QUESTION * size + 60)
     total = profile.rtt + waves * (prefill + out * step)
-    if k > cell.rpm:  # budget-bound: refills, plus 429 herds
-        total += 1.5 * REFILL * (k - cell.rpm) / cell.rpm
+    # Budget-bound: the client's paced bucket sends max(1, rpm x burst) at once, then one
+    # request per refill of 60/rpm simulated seconds (spent at 97% of the rate).
+    at_once = max(1, math.floor(cell.rpm * Limits().burst))
+    if k > at_once:
+        total += (k - at_once) * REFILL / cell.rpm / 0.97
     return total
 
 
@@ -362,7 +365,7 @@ async def run_cell(
             arms[f"s{s}"] = arms["merge"]
     eligible = {
         s: arms[f"s{s}"].median for s in range(1, QUALITY_CAP + 1) if not arms[f"s{s}"].failed
-    }
+    } or {s: arms[f"s{s}"].median for s in range(1, QUALITY_CAP + 1)}  # all cut off: say so
     best_s = min(eligible, key=lambda s: (eligible[s], s))
     best = eligible[best_s]
     assert last.plan is not None

@@ -123,14 +123,15 @@ class Bucket:
             self.rate = self.rate or limit / 60
         # The reset is the time to refill to the limit: it tells the true rate, which
         # differs from limit/60 on services with other windows (or a simulator's time scale).
-        # ``remaining`` is a whole number while the reset is not, so a small deficit can be
-        # off by up to one unit: the reading with the largest deficit is the most precise.
+        # ``remaining`` is a whole number while the reset is not, so a deficit can be off by
+        # a fraction of a unit: the reading with the largest deficit is the most precise.
         # At "remaining: 0" the bucket may be in debt, which only the reset shows: such a
         # reading underestimates the rate and serves only until an exact one arrives.
         deficit = (self.limit or 0.0) - (remaining if remaining is not None else math.inf)
         exact = remaining is not None and remaining >= 1
         better = deficit >= self.measured_from if exact == self.exact else exact
-        if reset and deficit >= _least_deficit(self.limit or 0.0) and better:
+        # A pace too slow to ever see a deficit of two must still learn: one is enough.
+        if reset and deficit >= 1 and better:
             # A reading comes right after the service counted our request, so even a deficit
             # of one is whole, not a rounded fraction.
             self.rate = deficit / reset
@@ -139,8 +140,3 @@ class Bucket:
             # Never believe we have more than the service says (others share the key).
             self.level, self.at = min(self.level_at(now), remaining), now
 
-
-def _least_deficit(limit: float) -> float:
-    """The smallest deficit whose reset is worth reading: 2 units, or 1 for tiny limits
-    (an RPM of 1 or 2 never shows more)."""
-    return 1.0 if limit < 4 else 2.0

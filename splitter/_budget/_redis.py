@@ -117,12 +117,10 @@ for i, k in ipairs({'requests', 'tokens'}) do
   local have = get(k, 'limit')
   if have and remaining and reset and reset > 0 then
     local deficit = have - remaining
-    local least = 2
-    if have < 4 then least = 1 end
     local exact, was_exact = remaining >= 1, (get(k, 'exact') or 0) == 1
     local better = exact and not was_exact
     if exact == was_exact then better = deficit >= (get(k, 'measured') or 0) end
-    if deficit >= least and better then
+    if deficit >= 1 and better then
       set(k, 'rate', deficit / reset); set(k, 'measured', deficit)
       if exact then set(k, 'exact', 1) else set(k, 'exact', 0) end
     end
