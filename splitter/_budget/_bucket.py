@@ -139,4 +139,3 @@ class Bucket:
         if remaining is not None and self.known:
             # Never believe we have more than the service says (others share the key).
             self.level, self.at = min(self.level_at(now), remaining), now
-
