@@ -178,17 +178,19 @@ def _collect(workers: list[subprocess.Popen[str]]) -> list[dict[str, float]]:
 def test_four_processes_share_one_rpm(redis_server: RedisServer) -> None:
     """4 OS processes on one key at RPM 120 stay under it together (<= 1% 429s) and together
     reach >= 90% of it (requests answered per simulated minute of the run)."""
-    rpm, scale = 120, 0.02  # 2 requests per real second x 100 = 100 per second
+    # 50 requests per real second: the machine (2 cores) runs 4 clients, the service and
+    # Redis at once, and the clients must not be what limits the rate.
+    rpm, scale = 120, 0.04
     sim, base_url = _start_sim(rpm, scale)
     try:
-        reports = _collect(_workers(base_url, redis_server.url, 150))
+        reports = _collect(_workers(base_url, redis_server.url, 120))
     finally:
         sim.terminate()
         sim.communicate(timeout=10)
     requests = sum(r["requests"] for r in reports)
     rejected = sum(r["rate_limited"] for r in reports)
     answered = sum(r["answered"] for r in reports)
-    assert answered == 600
+    assert answered == 480
     assert rejected <= 0.01 * requests, f"{rejected} of {requests} were 429"
     span = max(r["last_sent"] for r in reports) - min(r["first_sent"] for r in reports)
     achieved_rpm = answered / (span / scale / 60)
