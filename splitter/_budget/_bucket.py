@@ -117,10 +117,11 @@ class Bucket:
         remaining = parse_count(headers.get(f"x-ratelimit-remaining-{kind}"))
         reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
         if limit:
-            if self.limit is None:
-                self.level, self.at = limit * self.burst, now
+            first = self.limit is None
             self.limit = limit
             self.rate = self.rate or limit / 60
+            if first:
+                self.level, self.at = self.capacity, now
         # The reset is the time to refill to the limit: it tells the true rate, which
         # differs from limit/60 on services with other windows (or a simulator's time scale).
         # ``remaining`` is a whole number while the reset is not, so a deficit can be off by

@@ -110,8 +110,9 @@ for i, k in ipairs({'requests', 'tokens'}) do
   local limit, remaining, reset = tonumber(ARGV[i * 3 + 1]), tonumber(ARGV[i * 3 + 2]),
     tonumber(ARGV[i * 3 + 3])
   if limit and limit > 0 then
-    if get(k, 'limit') == nil then set(k, 'level', limit * BURST); set(k, 'at', now) end
+    local first = get(k, 'limit') == nil
     set(k, 'limit', limit)
+    if first then set(k, 'level', capacity(k)); set(k, 'at', now) end
     if get(k, 'rate') == nil then set(k, 'rate', limit / 60) end
   end
   local have = get(k, 'limit')
