@@ -62,14 +62,14 @@ async def test_serial_profile_gains_nothing() -> None:
 
 async def test_llama_cpp_batch_and_slot_queue() -> None:
     """On llama-cpp-cpu five requests share a slowed step; a sixth queues for a free slot."""
-    scale = 0.02
+    scale = 0.05  # long enough that a busy machine's scheduling delays stay small beside it
     service = SimService("llama-cpp-cpu", time_scale=scale)
     async with service.async_client() as client:
         single = await fan_out(client, 1)
         five = await fan_out(client, 5)
         service.log.clear()
         await fan_out(client, 6)
-    assert 1.8 * single < five < 3.5 * single  # ideal 14.5 / 5.5 = 2.6
+    assert 1.8 * single < five < 4.0 * single  # ideal 14.5 / 5.5 = 2.6
     # The batch of five ends together; the queued sixth decodes alone after it.
     ends = sorted(r.finished for r in service.log)
     decode_alone = TOKENS * 0.027 * scale
