@@ -56,7 +56,7 @@ async def test_fan_out_takes_about_one_answer_not_five() -> None:
         merged = anyio.current_time() - started
         result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
     assert result.ok
-    assert result.stats.wall_time < 0.4 * merged
+    assert result.stats.wall_time < 0.5 * merged  # one answer ~ 0.25; five would be 1.0
 
 
 async def test_injected_faults_lose_nothing_and_misplace_nothing() -> None:
