@@ -33,7 +33,7 @@ from ._exceptions import (
 from ._headers import parse_count
 from ._merge import build_merged_prompt, parse_merged
 from ._openai import Completion, OpenAIBackend
-from ._planner import ANSWER_MARKER_TOKENS, Group, Plan, PlanItem
+from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
@@ -87,7 +87,7 @@ class Executor:
         self, questions: Sequence[Question], plan: Plan, spec: RequestSpec
     ) -> BatchResult:
         started = time.perf_counter()
-        run = _Run(self, questions, spec, plan.items)
+        run = _Run(self, questions, spec, plan)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -124,14 +124,17 @@ class _Run:
         executor: Executor,
         questions: Sequence[Question],
         spec: RequestSpec,
-        items: Sequence[PlanItem],
+        plan: Plan,
     ):
         self.policy = executor._policy
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
         self.spec = spec
-        self.items = {item.index: item for item in items}
+        self.items = {item.index: item for item in plan.items}
+        # Read once from the plan's snapshot: a budget read per request would cost a Redis
+        # round trip on the hot path for a shared budget.
+        self.token_capacity = plan.budget.token_capacity
         self.slots: list[Answer | None] = [None] * len(questions)
         self.limiter = self.endpoint.concurrency.limiter()
         self.counters = _Counters()
@@ -220,8 +223,7 @@ class _Run:
         )  # pragma: no cover
 
     def _check_fits(self, reserve: int) -> None:
-        budget = self.endpoint.budget
-        cap = budget.snapshot().token_capacity if budget is not None else None
+        cap = self.token_capacity
         if cap is not None and reserve > cap and self.policy.limits.oversized == "error":
             raise BudgetError(
                 f"the request books {reserve} tokens (input + max_tokens), more than the whole "
