@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ._budget import Budget, BudgetSnapshot
 from ._budget._adaptive import AdaptiveConcurrency
@@ -22,7 +22,7 @@ class Endpoint:
     lengths: OutputLengths
     budget: Budget | None  # None: Limits(enforce=False)
     concurrency: AdaptiveConcurrency
-    meter: InFlightMeter = field(default_factory=InFlightMeter)
+    meter: InFlightMeter
 
     @classmethod
     def for_policy(
@@ -32,11 +32,13 @@ class Endpoint:
         budget: Budget | None = None
         if limits.enforce:
             budget = shared_budget(base_url, api_key, model, limits)
+        service = ServiceModel(policy.prior)
         return cls(
-            service=ServiceModel(policy.prior),
+            service=service,
             lengths=OutputLengths(policy.expected_output_tokens),
             budget=budget,
             concurrency=AdaptiveConcurrency(limits.max_concurrency, adaptive=limits.adaptive),
+            meter=InFlightMeter(service.slot_candidates),
         )
 
     def budget_snapshot(self) -> BudgetSnapshot:

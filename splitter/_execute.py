@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,7 +242,8 @@ class _Run:
             # Every attempt, retries included, waits for its own place in the budget.
             reservation = await budget.acquire(reserve) if budget is not None else None
             self.counters.requests += 1
-            token = self.endpoint.meter.start(time.perf_counter())
+            sent_at = time.perf_counter()
+            token = self.endpoint.meter.start(sent_at)
             try:
                 with anyio.fail_after(timeout):
                     completion = await self.backend.chat(
@@ -263,22 +264,30 @@ class _Run:
                     concurrency.on_overload()
                 raise
             finally:
-                concurrency_seen = self.endpoint.meter.finish(token, time.perf_counter())
+                shared = self.endpoint.meter.finish(token, time.perf_counter())
         concurrency.on_success()
         if budget is not None and reservation is not None:
             await budget.refund(reservation, completion.usage.total_tokens)
             await budget.sync(completion.headers)
-        self._learn(completion, concurrency_seen)
+        self._learn(completion, shared, sent_at)
         return completion
 
-    def _learn(self, completion: Completion, concurrency: float) -> None:
+    def _learn(
+        self,
+        completion: Completion,
+        shared: Mapping[int | None, tuple[float, float]],
+        sent_at: float,
+    ) -> None:
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
         self.endpoint.service.observe(
             Observation(
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
                 latency=completion.elapsed,
-                concurrency=concurrency,
+                concurrency=shared[None][1],
+                queue=shared,
+                started=sent_at,
+                idle=self.endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )

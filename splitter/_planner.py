@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ._budget import BudgetSnapshot
 from ._merge import INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy, Strategy, Weighted
-from ._service_model import ServiceEstimate
+from ._service_model import ServiceEstimate, simulate
 
 __all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
 
@@ -115,7 +115,8 @@ class Plan:
         e = self.estimate
         lines.append(
             f"service: rtt {e.rtt * 1000:.0f} ms, ttft0 {e.ttft0 * 1000:.0f} ms, "
-            f"tpot1 {e.tpot1 * 1000:.1f} ms, beta {e.beta:.2f}"
+            f"tpot1 {e.tpot1 * 1000:.1f} ms, beta {e.beta:.2f}, "
+            f"slots {e.slots if e.slots is not None else 'no limit seen'}"
         )
         lines.append(f"why: {self.reason}")
         return "\n".join(lines)
@@ -222,8 +223,12 @@ def _price(
     allow, decoding in a shared batch whose per-token time grows with its size."""
     order = sorted(groups, key=lambda g: (-g.output_tokens, g.indexes[0]))
     ready = _budget_ready(order, budget)
-    simulate = _simulate if len(order) <= _FLUID_UP_TO else _steady
-    starts, finishes = simulate(order, ready, estimate, concurrency)
+    if len(order) <= _FLUID_UP_TO:
+        inputs = [g.input_tokens for g in order]
+        outputs = [g.output_tokens for g in order]
+        starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
+    else:
+        starts, finishes = _steady(order, ready, estimate, concurrency)
     return Candidate(
         groups=tuple(order),
         starts=tuple(starts),
@@ -245,57 +250,15 @@ def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
     return ready
 
 
-def _simulate(
-    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
-) -> tuple[list[float], list[float]]:
-    """Event simulation of the cost model: returns each request's start and finish time.
-
-    Decoding sequences share one rate, so progress is tracked as one running count of tokens
-    per sequence (``produced``); a sequence that joins at ``produced = p`` with O tokens
-    finishes when ``produced`` reaches ``p + O``. Each event is O(log k).
-    """
-    half_rtt = estimate.rtt / 2
-    starts = [0.0] * len(order)
-    finishes = [0.0] * len(order)
-    events: list[tuple[float, int, int]] = []  # (time, kind, request): 0 = joins decode, 1 = done
-    decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
-    now = produced = 0.0
-    free, upcoming = concurrency, 0
-    while upcoming < len(order) or events or decoding:
-        t_start = max(now, ready[upcoming]) if free and upcoming < len(order) else math.inf
-        t_event = events[0][0] if events else math.inf
-        tpot = estimate.tpot(len(decoding))
-        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
-        t_next = min(t_start, t_event, t_decoded)
-        if decoding:
-            produced += (t_next - now) / tpot
-        now = t_next
-        if t_next == t_decoded:
-            _, i = heapq.heappop(decoding)
-            heapq.heappush(events, (now + half_rtt, 1, i))
-        elif t_next == t_event:
-            _, kind, i = heapq.heappop(events)
-            if kind == 0:
-                heapq.heappush(decoding, (produced + order[i].output_tokens, i))
-            else:
-                finishes[i] = now
-                free += 1
-        else:
-            i, upcoming, free = upcoming, upcoming + 1, free - 1
-            starts[i] = now
-            g = order[i]
-            prefill = half_rtt + estimate.ttft0 + g.input_tokens / estimate.prefill_rate
-            heapq.heappush(events, (now + prefill, 0, i))
-    return starts, finishes
-
-
 def _steady(
     order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
 ) -> tuple[list[float], list[float]]:
-    """List scheduling with every request decoding in a full batch of ``concurrency``."""
-    tpot = estimate.tpot(min(len(order), concurrency))
+    """List scheduling with every request decoding in a full batch: as many as the client
+    sends at once, or as the server runs at once if that is fewer."""
+    width = min(len(order), concurrency, estimate.slots or len(order))
+    tpot = estimate.tpot(width)
     fixed = estimate.rtt + estimate.ttft0
-    free_at = [0.0] * min(len(order), concurrency)
+    free_at = [0.0] * width
     starts, finishes = [], []
     for g, allowed in zip(order, ready, strict=True):
         start = max(heapq.heappop(free_at), allowed)

@@ -2,13 +2,20 @@
 
 The planner's cost model for a request with I input and O output tokens while m run at once:
 
-    latency = rtt + ttft0 + I / prefill_rate + O * tpot1 * (1 + beta * (m - 1))
+    latency = rtt + ttft0 + I / prefill_rate + O * tpot1 * (1 + beta * (s - 1)) * q
+
+where s = min(m, slots) sequences share the engine and q = max(1, m / slots) is how much
+longer a request takes because the engine runs only ``slots`` at once and queues the rest
+(llama.cpp's ``-np``, vLLM's ``max_num_seqs``). Without a slot limit s = m and q = 1.
 
 Every response is an observation. Where the service reports its processing time
 (``openai-processing-ms``) the RTT is the rest of the measured latency, and the engine
 terms are fitted to the processing time; otherwise they are fitted to the whole latency.
 The fit is least squares on ``[1, I, O, O*(m-1)]``, pulled towards the policy's prior
-(ridge), with older observations decaying so the model follows drift. The prior is first
+(ridge), with older observations decaying so the model follows drift. The slot count is
+not reported by any API, so one such fit runs per candidate count, and the count whose fit
+leaves clearly less unexplained time than "no limit" wins (a queue shows as latency growing
+faster with concurrency past the slot count than below it). The prior is first
 rescaled by how much faster or slower than it the service really is (the geometric mean of
 measured / prior-predicted time), so a prior that is 10x off does not bias the fit; its pull
 is relative (a 100% change of any parameter costs the same) and fades as data arrives, while
@@ -18,17 +25,36 @@ Nothing here does I/O; the clock is whatever the caller measured.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["InFlightMeter", "Observation", "ServiceEstimate", "ServiceModel", "ServicePrior"]
+__all__ = [
+    "InFlightMeter",
+    "Observation",
+    "ServiceEstimate",
+    "ServiceModel",
+    "ServicePrior",
+    "simulate",
+]
 
 _DECAY = 0.98
 _TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
+# Slot counts tried; None is "no limit". Powers of two and the usual -np / max_num_seqs values.
+_SLOT_CANDIDATES: tuple[int | None, ...] = (
+    *(1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128, 256),
+    None,
+)
+# A slot limit must leave at most this share of the prediction error "no limit" leaves:
+# noise alone must not invent a queue.
+_SLOTS_EVIDENCE = 0.7
+_EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 
 
 class ServicePrior(BaseModel):
@@ -41,6 +67,12 @@ class ServicePrior(BaseModel):
     prefill_rate: float = Field(5000.0, gt=0, description="Input tokens processed per second.")
     tpot1: float = Field(0.015, gt=0, description="Seconds per output token, decoding alone.")
     beta: float = Field(0.05, ge=0, description="TPOT growth per extra concurrent sequence.")
+    slots: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences the server runs at once (llama.cpp -np, vLLM max_num_seqs), "
+        "when known; None learns it from responses.",
+    )
     weight: float = Field(
         1.0, gt=0, description="How many observations the prior is worth at first."
     )
@@ -55,14 +87,21 @@ class ServiceEstimate:
     prefill_rate: float
     tpot1: float
     beta: float
+    slots: int | None = None  # sequences the server runs at once; None: no limit seen
 
     def tpot(self, concurrency: float) -> float:
+        """Seconds per output token while ``concurrency`` sequences decode together."""
         return self.tpot1 * (1 + self.beta * max(0.0, concurrency - 1))
 
     def latency(self, input_tokens: float, output_tokens: float, concurrency: float) -> float:
-        """Predicted seconds for one request while ``concurrency`` decode together."""
+        """Predicted seconds for one request while ``concurrency`` are in flight."""
         prefill = self.ttft0 + input_tokens / self.prefill_rate
-        return self.rtt + prefill + output_tokens * self.tpot(concurrency)
+        # Past the slot count a request also waits, on average, for (m - slots) / slots
+        # services ahead of it.
+        running, queued = concurrency, 1.0
+        if self.slots is not None and concurrency > self.slots:
+            running, queued = self.slots, concurrency / self.slots
+        return self.rtt + (prefill + output_tokens * self.tpot(running)) * queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +113,62 @@ class Observation:
     latency: float  # seconds from send to the full body, as the client saw it
     concurrency: float  # time-averaged requests in flight to this service meanwhile
     processing: float | None = None  # the service's own processing seconds, if reported
+    # Per candidate slot count: (seconds it would have queued at the server, time-averaged
+    # sequences running meanwhile), from :class:`InFlightMeter`; missing: no queue.
+    queue: Mapping[int | None, tuple[float, float]] | None = None
+    started: float | None = None  # when it was sent, on the caller's clock
+    idle: bool = False  # nothing else was in flight to this service when it returned
+
+
+class _Fit:
+    """Decayed least-squares sums for one candidate slot count."""
+
+    __slots__ = ("error", "slots", "xtx", "xty", "yy")
+
+    def __init__(self, slots: int | None) -> None:
+        self.slots = slots
+        self.xtx = [[0.0] * 4 for _ in range(4)]
+        self.xty = [0.0] * 4
+        self.yy = 0.0
+        self.error = 0.0  # decayed squared log error of its replayed latencies
+
+    def add(self, inputs: float, outputs: float, running: float, target: float) -> None:
+        x = (1.0, inputs, outputs, outputs * (max(1.0, running) - 1))
+        self.yy = self.yy * _DECAY + target * target
+        for i in range(4):
+            self.xty[i] = self.xty[i] * _DECAY + x[i] * target
+            row = self.xtx[i]
+            for j in range(4):
+                row[j] = row[j] * _DECAY + x[i] * x[j]
+
+    def solve(
+        self, theta0: tuple[float, ...], lams: tuple[float, ...]
+    ) -> tuple[float, float, float, float]:
+        """The ridge solution."""
+        a = [row[:] for row in self.xtx]
+        b = self.xty[:]
+        for j in range(4):
+            a[j][j] += lams[j]
+            b[j] += lams[j] * theta0[j]
+        return _solve4(a, b)
+
+    def dump(self) -> dict[str, object]:
+        return {
+            "slots": self.slots,
+            "xtx": self.xtx,
+            "xty": self.xty,
+            "yy": self.yy,
+            "error": self.error,
+        }
 
 
 class ServiceModel:
-    """Online estimate of one service's RTT and speed curve."""
+    """Online estimate of one service's RTT, speed curve and slot count."""
 
     def __init__(self, prior: ServicePrior | None = None) -> None:
         self.prior = prior if prior is not None else ServicePrior()
-        self._xtx = [[0.0] * 4 for _ in range(4)]
-        self._xty = [0.0] * 4
+        known = self.prior.slots
+        self._fits = [_Fit(s) for s in ((known,) if known is not None else _SLOT_CANDIDATES)]
         self._rtt_sum = 0.0
         self._rtt_weight = 0.0
         self._fit_includes_rtt: bool | None = None
@@ -90,6 +176,7 @@ class ServiceModel:
         self._ratio_weight = 0.0
         self.observations = 0
         self._cached: ServiceEstimate | None = None
+        self._episode: list[tuple[float, float, int, int]] = []
 
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
@@ -104,22 +191,71 @@ class ServiceModel:
         if not includes_rtt:
             self._rtt_sum = self._rtt_sum * _DECAY + max(0.0, obs.latency - target)
             self._rtt_weight = self._rtt_weight * _DECAY + 1
-        x = (
-            1.0,
-            float(obs.input_tokens),
-            float(obs.output_tokens),
-            obs.output_tokens * max(0.0, obs.concurrency - 1),
-        )
+        queue = obs.queue or {}
+        no_limit = queue.get(None, (0.0, obs.concurrency))
+        x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
         predicted = _dot(x, self._prior_theta(includes_rtt))
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
             self._ratio_weight = self._ratio_weight * _DECAY + 1
-        for i in range(4):
-            self._xty[i] = self._xty[i] * _DECAY + x[i] * target
-            for j in range(4):
-                self._xtx[i][j] = self._xtx[i][j] * _DECAY + x[i] * x[j]
+        for fit in self._fits:
+            # What the engine spent on it if the server ran ``fit.slots`` at once: the time
+            # it would have queued (its FIFO place behind the requests sent before it) is
+            # not the engine's, and only the sequences holding a slot shared its decode.
+            fallback = (0.0, min(obs.concurrency, fit.slots or obs.concurrency))
+            wait, running = queue.get(fit.slots, fallback)
+            served = max(0.0, target - wait)
+            fit.add(float(obs.input_tokens), float(obs.output_tokens), running, served)
         self.observations += 1
         self._cached = None
+        if obs.started is not None:
+            self._episode.append((obs.started, obs.latency, obs.input_tokens, obs.output_tokens))
+            if obs.idle or len(self._episode) >= _EPISODE_CAP:
+                self._score_slots()
+
+    def _score_slots(self) -> None:
+        """Replay the requests that overlapped since the service was last idle under each
+        candidate slot count, and charge each count its error on their latencies.
+
+        Per-request fits cannot choose the count: the fewer the slots, the more of each
+        latency is put down to queueing, which that fit then need not explain. The replay
+        predicts the queueing too, so every count answers for the whole latency.
+        """
+        episode, self._episode = sorted(self._episode), []
+        if len(episode) < 2 or len(self._fits) < 2:
+            return
+        first = episode[0][0]
+        ready = [sent - first for sent, *_ in episode]
+        inputs = [i for *_, i, _ in episode]
+        outputs = [o for *_, o in episode]
+        theta0, lams = self._ridge()
+        fade = _DECAY ** len(episode)
+        measured = sorted(latency for _, latency, *_ in episode)
+        peak = _peak_overlap(episode)
+        unlimited: float | None = None
+        for fit in reversed(self._fits):  # "no limit" first
+            if unlimited is not None and fit.slots is not None and fit.slots >= peak:
+                error = unlimited  # never binding here: it predicts what "no limit" predicts
+            else:
+                estimate = self._estimate_from(fit.solve(theta0, lams), fit.slots)
+                starts, finishes = simulate(inputs, outputs, ready, estimate, len(episode))
+                # Sorted, as the server's admission order is its own: compared is the
+                # spread of latencies (who waited), not which request it was.
+                predicted = sorted(f - s for s, f in zip(starts, finishes, strict=True))
+                error = sum(
+                    math.log(p / m) ** 2
+                    for p, m in zip(predicted, measured, strict=True)
+                    if p > 0 and m > 0
+                )
+                if fit.slots is None:
+                    unlimited = error
+            fit.error = fit.error * fade + error
+        self._cached = None
+
+    @property
+    def slot_candidates(self) -> tuple[int | None, ...]:
+        """The server slot counts this model weighs (None: no limit)."""
+        return tuple(fit.slots for fit in self._fits)
 
     def estimate(self) -> ServiceEstimate:
         """The current parameters (the prior until data arrives)."""
@@ -132,21 +268,32 @@ class ServiceModel:
         ttft0 = p.ttft0 + (p.rtt if includes_rtt else 0.0)
         return (ttft0, 1 / p.prefill_rate, p.tpot1, p.tpot1 * p.beta)
 
-    def _solve(self) -> ServiceEstimate:
+    def _ridge(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The prior's parameters rescaled to the measured speed, and each one's pull."""
         speed = math.exp(self._log_ratio / self._ratio_weight) if self._ratio_weight else 1.0
         theta0 = tuple(v * speed for v in self._prior_theta(self._fit_includes_rtt))
-        a = [row[:] for row in self._xtx]
-        b = self._xty[:]
         typical = _dot(_TYPICAL_REQUEST, theta0)
         fade = 1 + self.observations
         # How far each parameter may plausibly move: its own size, except the concurrency
         # slope, which may be anywhere from 0 to about tpot1 (beta from 0 to 1).
         reach = (theta0[0], theta0[1], theta0[2], theta0[2])
-        for j in range(4):
-            lam = self.prior.weight * (typical / 2) ** 2 / max(reach[j], 1e-12) ** 2 / fade
-            a[j][j] += lam
-            b[j] += lam * theta0[j]
-        ttft0, inv_prefill, tpot1, slope = _solve4(a, b)
+        lams = tuple(
+            self.prior.weight * (typical / 2) ** 2 / max(r, 1e-12) ** 2 / fade for r in reach
+        )
+        return theta0, lams
+
+    def _solve(self) -> ServiceEstimate:
+        fit = self._fits[-1]  # "no limit", or the prior's known count
+        if self.prior.slots is None:
+            best = min(self._fits[:-1], key=lambda f: f.error)
+            if best.error < _SLOTS_EVIDENCE * fit.error:
+                fit = best
+        return self._estimate_from(fit.solve(*self._ridge()), fit.slots)
+
+    def _estimate_from(
+        self, theta: tuple[float, float, float, float], slots: int | None
+    ) -> ServiceEstimate:
+        ttft0, inv_prefill, tpot1, slope = theta
         tpot1 = max(tpot1, 1e-6)
         if self._fit_includes_rtt:
             rtt = 0.0
@@ -160,6 +307,7 @@ class ServiceModel:
             prefill_rate=1 / inv_prefill if inv_prefill > 1e-9 else 1e9,
             tpot1=tpot1,
             beta=min(2.0, max(0.0, slope / tpot1)),
+            slots=slots,
         )
 
     # -- persistence ---------------------------------------------------------------------
@@ -168,8 +316,7 @@ class ServiceModel:
         """What was learned, as JSON (see :meth:`loads`)."""
         return json.dumps(
             {
-                "xtx": self._xtx,
-                "xty": self._xty,
+                "fits": [fit.dump() for fit in self._fits],
                 "rtt": [self._rtt_sum, self._rtt_weight],
                 "fit_includes_rtt": self._fit_includes_rtt,
                 "ratio": [self._log_ratio, self._ratio_weight],
@@ -182,8 +329,15 @@ class ServiceModel:
     def loads(cls, text: str) -> ServiceModel:
         data = json.loads(text)
         model = cls(ServicePrior(**data["prior"]))
-        model._xtx = [[float(v) for v in row] for row in data["xtx"]]
-        model._xty = [float(v) for v in data["xty"]]
+        saved = {fit["slots"]: fit for fit in data["fits"]}
+        for fit in model._fits:
+            if fit.slots not in saved:
+                raise ValueError(f"saved service model has no fit for slots={fit.slots}")
+            row = saved[fit.slots]
+            fit.xtx = [[float(v) for v in r] for r in row["xtx"]]
+            fit.xty = [float(v) for v in row["xty"]]
+            fit.yy = float(row["yy"])
+            fit.error = float(row["error"])
         model._rtt_sum, model._rtt_weight = (float(v) for v in data["rtt"])
         model._fit_includes_rtt = data["fit_includes_rtt"]
         model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
@@ -196,6 +350,87 @@ class ServiceModel:
     @classmethod
     def load(cls, path: str | Path) -> ServiceModel:
         return cls.loads(Path(path).read_text())
+
+
+def simulate(
+    inputs: Sequence[int],
+    outputs: Sequence[int],
+    ready: Sequence[float],
+    estimate: ServiceEstimate,
+    concurrency: int,
+) -> tuple[list[float], list[float]]:
+    """Event simulation of the cost model: each request's start and finish time.
+
+    Requests are sent in the given order, each once a client slot is free (``concurrency``)
+    and not before its ``ready`` time.
+
+    A request holds a client slot from its start to its response; at the server it waits
+    for one of the engine's ``slots`` (FIFO), prefills, then decodes. Decoding sequences
+    share one rate, so progress is tracked as one running count of tokens per sequence
+    (``produced``); a sequence that joins at ``produced = p`` with O tokens finishes when
+    ``produced`` reaches ``p + O``. Each event is O(log k).
+    """
+    half_rtt = estimate.rtt / 2
+    server_slots = estimate.slots if estimate.slots is not None else len(inputs)
+    starts = [0.0] * len(inputs)
+    finishes = [0.0] * len(inputs)
+    # (time, kind, request): 0 = joins decode, 1 = response received, 2 = reaches the server
+    events: list[tuple[float, int, int]] = []
+    decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
+    queue: deque[int] = deque()  # at the server, waiting for an engine slot
+    now = produced = 0.0
+    free, upcoming, engine_free = concurrency, 0, server_slots
+
+    def admit(i: int) -> None:
+        prefill = estimate.ttft0 + inputs[i] / estimate.prefill_rate
+        heapq.heappush(events, (now + prefill, 0, i))
+
+    while upcoming < len(inputs) or events or decoding:
+        t_start = max(now, ready[upcoming]) if free and upcoming < len(inputs) else math.inf
+        t_event = events[0][0] if events else math.inf
+        tpot = estimate.tpot(len(decoding))
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
+        t_next = min(t_start, t_event, t_decoded)
+        if decoding:
+            produced += (t_next - now) / tpot
+        now = t_next
+        if t_next == t_decoded:
+            _, i = heapq.heappop(decoding)
+            heapq.heappush(events, (now + half_rtt, 1, i))
+            if queue:
+                admit(queue.popleft())
+            else:
+                engine_free += 1
+        elif t_next == t_event:
+            _, kind, i = heapq.heappop(events)
+            if kind == 0:
+                heapq.heappush(decoding, (produced + outputs[i], i))
+            elif kind == 1:
+                finishes[i] = now
+                free += 1
+            elif engine_free:
+                engine_free -= 1
+                admit(i)
+            else:
+                queue.append(i)
+        else:
+            i, upcoming, free = upcoming, upcoming + 1, free - 1
+            starts[i] = now
+            heapq.heappush(events, (now + half_rtt, 2, i))
+    return starts, finishes
+
+
+def _peak_overlap(episode: Sequence[tuple[float, float, int, int]]) -> int:
+    """Most requests of ``episode`` (sent at, latency, ...) in flight at one moment."""
+    edges = sorted(
+        [(sent, 1) for sent, *_ in episode] + [(sent + lat, -1) for sent, lat, *_ in episode],
+        key=lambda e: (e[0], e[1]),
+    )
+    peak = count = 0
+    for _, step in edges:
+        count += step
+        peak = max(peak, count)
+    return peak
 
 
 def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
@@ -220,26 +455,60 @@ def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, 
 
 
 class InFlightMeter:
-    """Time-averaged count of requests in flight, to tag observations with concurrency."""
+    """Requests in flight to one service, to tag each response with what it shared.
 
-    def __init__(self) -> None:
+    For every candidate slot count S it also reconstructs a server that runs S at once and
+    admits the next request whenever one finishes: a response is taken to have held its
+    slot since the S-th response before it (or since it was sent, if later), and to have
+    shared the engine with min(in flight, S) sequences meanwhile. Which request a server
+    admits next is its own affair, so only the order of responses is used, not of sends.
+    """
+
+    def __init__(self, slots: Iterable[int | None] = _SLOT_CANDIDATES) -> None:
+        self._caps = tuple(dict.fromkeys([*slots, None]))
         self._count = 0
-        self._area = 0.0
+        self._areas = [0.0] * len(self._caps)  # integral of min(count, cap) over time
         self._since = 0.0
+        self._flights: dict[int, tuple[float, tuple[float, ...]]] = {}
+        self._sent = 0
+        longest = max((cap for cap in self._caps if cap is not None), default=1)
+        self._finished: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=longest)
+
+    @property
+    def in_flight(self) -> int:
+        return self._count
 
     def _advance(self, now: float) -> None:
-        self._area += self._count * (now - self._since)
-        self._since = now
+        elapsed = now - self._since
+        if elapsed > 0 and self._count:
+            for i, cap in enumerate(self._caps):
+                self._areas[i] += min(self._count, cap or self._count) * elapsed
+        self._since = max(self._since, now)
 
-    def start(self, now: float) -> tuple[float, float]:
+    def start(self, now: float) -> int:
         """Count a request in; returns the token to pass to :meth:`finish`."""
         self._advance(now)
+        token = self._sent
+        self._flights[token] = (now, tuple(self._areas))
+        self._sent += 1
         self._count += 1
-        return (now, self._area)
+        return token
 
-    def finish(self, token: tuple[float, float], now: float) -> float:
-        """Count a request out; returns the average concurrency over its lifetime."""
+    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[float, float]]:
+        """Count a request out; returns, per slot count, (seconds it would have queued,
+        time-averaged sequences running beside it once admitted)."""
         self._advance(now)
+        started, start_areas = self._flights.pop(token)
         self._count -= 1
-        started, area = token
-        return (self._area - area) / (now - started) if now > started else 1.0
+        view: dict[int | None, tuple[float, float]] = {}
+        for i, cap in enumerate(self._caps):
+            when, areas = started, start_areas
+            if cap is not None and len(self._finished) >= cap:
+                freed, freed_areas = self._finished[-cap]
+                if freed > started:
+                    when, areas = freed, freed_areas
+            served = now - when
+            running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
+            view[cap] = (when - started, running)
+        self._finished.append((now, tuple(self._areas)))
+        return view

@@ -21,7 +21,7 @@ from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
 from ._questions import BatchResult, Question
-from ._service_model import ServiceModel
+from ._service_model import InFlightMeter, ServiceModel
 from ._sync import run_sync
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
@@ -131,7 +131,9 @@ class Splitter:
 
     def use_service_model(self, service: ServiceModel, model: str | None = None) -> None:
         """Start from a saved service model instead of the policy's prior."""
-        self._endpoint(self._client, self._model(model)).service = service
+        endpoint = self._endpoint(self._client, self._model(model))
+        endpoint.service = service
+        endpoint.meter = InFlightMeter(service.slot_candidates)
 
     def _endpoint(self, client: openai.AsyncOpenAI | openai.OpenAI | None, model: str) -> Endpoint:
         base_url = _base_url(client)

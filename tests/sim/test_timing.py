@@ -44,6 +44,7 @@ async def test_gpu_profile_batches_for_free() -> None:
     """On gpt-4o-mini five concurrent requests take about one request's time."""
     service = SimService("gpt-4o-mini", time_scale=0.05)  # client overhead stays small beside it
     async with service.async_client() as client:
+        await fan_out(client, 5)  # warm-up: the first requests pay for imports and set-up
         single = await fan_out(client, 1)
         five = await fan_out(client, 5)
         one_big = await merged(client, 5)
