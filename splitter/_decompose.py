@@ -1,0 +1,553 @@
+"""Finding the independent sub-questions in one prompt, and which ones need another's answer.
+
+Pure text work, no I/O. The rules lean one way on purpose: splitting one question into two
+costs answer quality, while keeping two questions together only costs time. So a prompt is
+split only when it clearly holds two or more questions or requests:
+
+* fenced code, quoted text and pasted material ("Summarise this email: ...") are content,
+  never questions;
+* a list (1. / 1) / (a) / a) / - / * / ① / 一、 / （1） ...) is split into its items only when
+  every item reads as a question or a request; a list of options or requirements belongs to
+  the one question it is attached to;
+* outside lists, lines and sentences ending in "?" (any script) are questions; an imperative
+  sentence counts as a request only when it leads with a task verb or a step word ("First",
+  "Then", "先", "Sonra") — a trailing "Keep it short." is shared instructions, not a part.
+
+Text before the first part is the shared ``preamble``; after the last, the ``postscript``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Decomposition", "Part", "decompose"]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One sub-question of a prompt, as written (list marker removed)."""
+
+    text: str
+    label: str | None  # its marker in the prompt ("1.", "(a)", "①"), if it had one
+    confidence: float  # how sure the split is, 0..1
+    depends_on: tuple[int, ...] = ()  # 0-based positions of parts whose answers it needs
+    start: int = 0  # where it sits in the prompt (character offsets)
+    end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Decomposition:
+    """A prompt taken apart: shared text around the parts, the parts in order."""
+
+    prompt: str
+    preamble: str
+    parts: tuple[Part, ...]
+    postscript: str
+
+    @property
+    def single(self) -> bool:
+        """One question: nothing to split."""
+        return len(self.parts) == 1
+
+    def question_text(self, index: int) -> str:
+        """Part ``index`` as a prompt of its own: with the shared preamble and postscript."""
+        pieces = (self.preamble, self.parts[index].text, self.postscript)
+        return "\n\n".join(p for p in pieces if p)
+
+
+# -- what the text looks like --------------------------------------------------------------
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+# Quote pairs; a straight quote opens only after a space, a colon or the start, so the
+# apostrophes of "What's" and "İstanbul'un" are not quotes.
+_QUOTES = re.compile(
+    r"\"[^\"\n]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’"
+    r"|(?:(?<=^)|(?<=[\s:(]))'[^'\n]*'(?=[\s.,;:!?)]|$)",
+    re.M,
+)
+_MARKER = re.compile(
+    r"""^(?P<indent>[ \t]*)(?P<marker>
+        \*\*(?:Q|q)?\d{1,2}[.)]?\*\*            # **1.**
+      | (?:Q|q)\d{1,2}\s*[:.)]                  # Q1:
+      | \d{1,2}\s*(?:[.)、]|：)(?!\d)             # 1.  1)  1、
+      | \d{1,2}\s+[-–](?=\s)                    # 1 -
+      | [(（]\d{1,2}[)）]                         # (1) （1）
+      | [①-⑳]                                   # ①
+      | [一二三四五六七八九十]{1,3}、              # 一、
+      | [(（][a-zA-Zа-яА-Я][)）]                  # (a)
+      | [a-zA-Zа-яА-Я][.)](?=\s)                # a)  A.  а)
+      | [-*•・](?=\s|[^\s*-])                    # bullets
+    )[ \t]*""",
+    re.X,
+)
+_QUESTION_END = re.compile(r"[?？]\s*$")
+_SENTENCE_END = re.compile(r"[.!?。！？]\s*$")
+_SENTENCE_BREAK = re.compile(r"(?<=[?？!！。])(?!\s*[?？!！])|(?<=\S\.)(?=\s+\S)")
+# Words a full stop does not end a sentence after: abbreviations, initials, "1." markers.
+_NO_BREAK_BEFORE = re.compile(
+    r"(?:^|\s)(?:(?i:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|\d{1,2}|[A-Z])\.$"
+)
+_WH_START = re.compile(
+    r"^(?:what|whats|what's|how|hows|how's|why|when|where|who|whom|whose|which|is|are|can|"
+    r"could|do|does|did|should|would|will|was|were|any|wie|was|warum|wann|wo|wer|"
+    r"welche[rsmn]?|kann|können|ist|sind|gibt|soll|sollte|muss|darf|qué|cómo|cuándo|dónde|"
+    r"quién|por qué|cuál|quoi|comment|pourquoi|quand|où|qui|quel(?:le)?s?|что|как|почему|"
+    r"когда|где|кто|сколько|какой|какая|какие|чем)\b",
+    re.I,
+)
+# Words that lead a sentence without changing what it asks: "Also, what ...", "另外，...".
+_CONNECTIVE = re.compile(
+    r"^(?:(?:and\s+)?also|and|plus|oh,?\s+and|btw|und|y|et|и\s+ещё|и\s+еще|и|а|ayrıca|"
+    r"bir\s+de|另外|还有|還有|それと|あと)[\s,，、:：]+",
+    re.I,
+)
+# Questions without a question mark, by their question words or particles.
+_ASKS = re.compile(
+    r"什么|什麼|怎么|怎麼|怎样|为什么|為什麼|吗|嗎|呢|哪|几|幾|多少|如何|是否"
+    r"|ですか|ますか|でしょうか|(?:て|で)(?:ください|下さい)|教えて"
+    r"|\b(?:nedir|neden|niye|nasıl|hangi\w*|kaç\w*|mi|mı|mu|mü|misin|mısın|musun|müsün|"
+    r"miyim|mıyım|midir|mıdır)\b|\bne\s*$",
+    re.I,
+)
+_JA_REQUEST = re.compile(r"(?:て|で)(?:ください|下さい)[。！]?\s*$")
+# A trailing sentence about how to answer ("Keep each answer short.") is an instruction
+# for every part, not a part.
+_STYLE = re.compile(
+    r"\b(?:answers?|respond|reply|each|every|all of them|brief(?:ly)?|short|concise|"
+    r"in english)\b|回答|答案|简短|簡短|简洁|簡潔|每个|每個|"
+    r"中文|英文|кратко|ответ|cevap|kısa|kurz|antwort|breve|respuesta|réponse|一言|答えて",
+    re.I,
+)
+# A line that is someone's turn in a pasted chat ("[10:02] Dana: ...", "小王：...").
+_SPEAKER = re.compile(
+    r"^\s*(?:\[[^\]\n]{1,20}\]\s*)?[^\s:：\[\]][^\s:：]{0,20}(?:\s[^\s:：]{1,20})?[:：]\s*\S"
+)
+# Inline enumerations: "a) ... b) ... c) ...", "(1) ... (2) ...", "1. ... 2. ...".
+_INLINE_MARK = re.compile(r"(?:(?<=\s)|^)(?P<m>\((?P<p>[a-e1-9])\)|(?P<b>[a-e1-9])[.)])(?=\s)")
+# A list introduced like this is the requirements of one task, not questions.
+_REQUIREMENTS_LEAD = re.compile(
+    r"requirement|rules|constraint|criteria|must|should|要求|条件|şart|kriter|koşul|anforderung|"
+    r"bedingung|requisito|exigence|critère|требовани|条件",
+    re.I,
+)
+# A sentence that leads with one of these asks for something (a part), not context.
+_TASK_START = re.compile(
+    r"^(?:please\s+)?(?:explain|describe|write|list|summari[sz]e|translate|state|estimate|"
+    r"give|name|define|calculate|compute|compare|tell me|rank|suggest|recommend|outline|"
+    r"erkläre|beschreibe|schreibe?|nenne|übersetze|explica|describe|escribe|traduce|"
+    r"объясни|опиши|напиши|переведи|перечисли|écris|explique|décris|traduis|utilise|"
+    r"請|请|帮我|幫我|列出|写|寫|解释|介绍|说明)",
+    re.I,
+)
+_STEP_START = re.compile(
+    r"^(?:first(?:ly)?|then|next|after that|finally|lastly|zuerst|dann|danach|schließlich|"
+    r"primero|luego|después|finalmente|d'abord|ensuite|enfin|сначала|потом|затем|наконец|"
+    r"önce|sonra|ardından|son olarak|先|首先|然后|然後|接着|接著|再|最后|最後|まず|次に|最後に)"
+    r"(?=[\s,，、]|[^\W\d_])",
+    re.I,
+)
+# Verbs that turn what follows into material to work on, not questions to answer.
+_MATERIAL_VERB = re.compile(
+    r"summar|translat|proofread|rewrite|paraphras|übersetz|zusammenfass|tradu|resum|"
+    r"перевед|перепиш|резюм|总结|總結|翻译|翻譯|概括|改写|özet|çevir|要約|翻訳",
+    re.I,
+)
+
+
+@dataclass(slots=True)
+class _Unit:
+    text: str  # as in the prompt, marker removed, stripped
+    start: int
+    end: int
+    label: str | None = None
+    item: bool = False  # a list item
+    bare: int | None = None  # a whole line without end punctuation: its block of lines
+
+
+def decompose(prompt: str) -> Decomposition:
+    """Split ``prompt`` into its sub-questions (one part when it is one question).
+
+    Raises ``ValueError`` for a blank prompt.
+    """
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+    if not prompt.strip():
+        raise ValueError("the prompt is blank")
+    units = [] if _FENCE.search(prompt) else _units(prompt)
+    chosen = _choose(units)
+    if len(chosen) < 2 or _is_material(prompt, chosen):
+        whole = prompt.strip()
+        start = prompt.index(whole)
+        return Decomposition(
+            prompt, "", (Part(whole, None, 1.0, (), start, start + len(whole)),), ""
+        )
+    parts = tuple(Part(u.text, u.label, confidence, (), u.start, u.end) for u, confidence in chosen)
+    preamble = _strip_label(prompt[: parts[0].start], parts[0].label)
+    parts = with_detected_dependencies(parts, preamble=preamble)
+    return Decomposition(prompt, preamble, parts, prompt[parts[-1].end :].strip())
+
+
+def _strip_label(before: str, label: str | None) -> str:
+    text = before.rstrip()
+    if label and text.endswith(label):
+        text = text[: -len(label)]
+    return text.strip()
+
+
+def _masked(text: str) -> str:
+    """``text`` with code and quoted spans blanked out (same length), so their question
+    marks and markers are not read as the prompt's own."""
+    for pattern in (_INLINE_CODE, _QUOTES):
+        text = pattern.sub(lambda m: " " * len(m.group()), text)
+    return text
+
+
+def _units(prompt: str) -> list[_Unit]:
+    """List items (with their continuation lines) and the sentences of other lines."""
+    masked = _masked(prompt)
+    lines: list[tuple[int, int]] = []  # (start, end) of each line
+    pos = 0
+    for line in prompt.split("\n"):
+        lines.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    units: list[_Unit] = []
+    chat = (
+        sum(bool(_SPEAKER.match(masked[s:e]) and not _MARKER.match(prompt[s:e])) for s, e in lines)
+        >= 2
+    )
+    block = 0
+    i = 0
+    while i < len(lines):
+        start, end = lines[i]
+        if not masked[start:end].strip():
+            block += 1
+            i += 1
+            continue
+        if chat and _SPEAKER.match(masked[start:end]) and not _MARKER.match(prompt[start:end]):
+            block += 1
+            i += 1
+            continue  # a pasted chat's turn: material, not the user's question
+        m = _MARKER.match(prompt[start:end])
+        if (
+            m is not None
+            and masked[start : start + m.end("marker")] != prompt[start : start + m.end("marker")]
+        ):
+            m = None  # the "marker" is inside a quote or code
+        inline = _inline_items(prompt, masked, start, end)
+        if m is not None and len(inline) >= 2 and inline[0].start == start + m.end():
+            units.extend(inline)  # "a) what is X b) does it Y c) ..." on one line
+            block += 1
+            i += 1
+            continue
+        if m is not None and masked[start + m.end() : end].strip():
+            # An item runs on over indented lines that carry no marker of their own.
+            last = end
+            j = i + 1
+            while j < len(lines):
+                s, e = lines[j]
+                line = masked[s:e]
+                if not line.strip() or not line[:1].isspace() or _MARKER.match(line):
+                    break
+                last = e
+                j += 1
+            body_start = start + m.end()
+            text = prompt[body_start:last].strip()
+            offset = prompt.index(text, body_start)
+            label = m.group("marker").strip()
+            units.append(_Unit(text, offset, offset + len(text), label, item=True))
+            block += 1
+            i = j
+            continue
+        line_units = inline or _sentences(prompt, masked, start, end)
+        if len(line_units) == 1 and not _SENTENCE_END.search(masked[start:end]):
+            line_units[0].bare = block
+        units.extend(line_units)
+        i += 1
+    return units
+
+
+def _inline_items(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
+    """ "a) what does X stand for b) does it apply to Y": the line's items, when it holds
+    a run of markers counting up from a / 1 and every item reads as a question."""
+    marks = list(_INLINE_MARK.finditer(masked, start, end))
+    run: list[re.Match[str]] = []
+    for m in marks:
+        key = m.group("p") or m.group("b")
+        expected = "a1"[0 if key.isalpha() else 1] if not run else chr(ord(_key(run[-1])) + 1)
+        if key == expected:
+            run.append(m)
+        elif key in "a1":
+            run = [m]
+    if len(run) < 2:
+        return []
+    out = _sentences(prompt, masked, start, run[0].start()) if run[0].start() > start else []
+    items: list[_Unit] = []
+    for k, m in enumerate(run):
+        stop = run[k + 1].start() if k + 1 < len(run) else end
+        for unit in _unit(prompt, m.end(), stop):
+            unit.label, unit.item = m.group("m"), True
+            items.append(unit)
+    if len(items) < 2 or not all(_item_is_part(u.text) for u in items):
+        return []
+    return out + items
+
+
+def _key(m: re.Match[str]) -> str:
+    return m.group("p") or m.group("b")
+
+
+def _sentences(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
+    out: list[_Unit] = []
+    piece_start = start
+    for m in _SENTENCE_BREAK.finditer(masked, start, end):
+        cut = m.start()
+        if masked[cut - 1] == "." and _NO_BREAK_BEFORE.search(masked[piece_start:cut]):
+            continue
+        out.extend(_unit(prompt, piece_start, cut))
+        piece_start = cut
+    out.extend(_unit(prompt, piece_start, end))
+    return out
+
+
+def _unit(prompt: str, start: int, end: int) -> list[_Unit]:
+    raw = prompt[start:end]
+    text = raw.strip()
+    if not text:
+        return []
+    offset = start + raw.index(text)
+    return [_Unit(text, offset, offset + len(text))]
+
+
+def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
+    """The units that are parts, with a confidence each."""
+    items = [u for u in units if u.item]
+    list_ok = len(items) >= 2 and _list_of_questions(units, items)
+    # Unpunctuated lines in a row ("how do i split a string", "kann man reis einfrieren")
+    # are questions together when most of them read as questions.
+    blocks: dict[int, list[_Unit]] = {}
+    for u in units:
+        if u.bare is not None:
+            blocks.setdefault(u.bare, []).append(u)
+    asking_blocks = {
+        b for b, us in blocks.items() if len(us) >= 2 and 3 * sum(map(_asks, us)) >= 2 * len(us)
+    }
+    chosen: list[tuple[_Unit, float]] = []
+    for u in units:
+        masked = _masked(u.text)
+        if u.item:
+            if list_ok:
+                chosen.append((u, 0.95 if _QUESTION_END.search(masked) else 0.85))
+            continue
+        if masked.rstrip().endswith((":", "：")):
+            continue  # a lead-in: "Please answer the following:"
+        if _QUESTION_END.search(masked):
+            chosen.append((u, 0.9))
+        elif _STEP_START.match(u.text):
+            chosen.append((u, 0.75))
+        elif u.bare is not None and u.bare in asking_blocks:
+            chosen.append((u, 0.7))
+        elif _WH_START.match(_core(u.text)):
+            chosen.append((u, 0.65))  # "Also what's the best way to move my files over."
+        elif _is_request(u.text) and _SENTENCE_END.search(masked):
+            chosen.append((u, 0.6))
+    # Trailing requests about how to answer ("Keep each answer short.") are instructions
+    # for every part: the postscript, not parts.
+    # So are leading ones ("次の質問に答えてください。"): the preamble.
+    while chosen and _instruction(chosen[-1][0]):
+        chosen.pop()
+    while chosen and _instruction(chosen[0][0]):
+        chosen.pop(0)
+    return chosen
+
+
+def _instruction(u: _Unit) -> bool:
+    """A request about how to answer the others, not a part of its own."""
+    return (
+        not u.item
+        and not _STEP_START.match(u.text)
+        and _is_request(u.text)
+        and bool(_STYLE.search(u.text))
+    )
+
+
+def _core(text: str) -> str:
+    return _CONNECTIVE.sub("", text.strip(), count=1)
+
+
+def _asks(unit: _Unit) -> bool:
+    """Reads as a question even without a question mark."""
+    core = _core(_masked(unit.text))
+    return bool(_QUESTION_END.search(core) or _WH_START.match(core) or _ASKS.search(core))
+
+
+def _is_request(text: str) -> bool:
+    core = _core(text)
+    return bool(_TASK_START.match(core) or _STEP_START.match(text) or _JA_REQUEST.search(core))
+
+
+def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
+    """Are the list's items questions (split them) or one question's options or
+    requirements (keep them together)?"""
+    if all(_QUESTION_END.search(_masked(u.text)) for u in items):
+        return True
+    first = units.index(items[0])
+    lead = units[first - 1].text if first else ""
+    if lead.rstrip().endswith((":", "：")) and (
+        _REQUIREMENTS_LEAD.search(lead) or _TASK_START.match(_core(lead))
+    ):
+        return False  # "Write a poem that:", "要求：" — what follows describes one task
+    if all(_item_is_part(u.text) for u in items):
+        return True
+    # Mostly questions or requests, and nothing as short as an option ("Oxygen", "押韵").
+    parts = sum(_item_is_part(u.text) or _is_request(u.text) for u in items)
+    return 3 * parts >= 2 * len(items) and not any(_fragment(u.text) for u in items)
+
+
+def _fragment(text: str) -> bool:
+    words = text.split()
+    if _is_cjk(text):
+        return len(text.replace(" ", "")) < 8
+    return len(words) < 4
+
+
+def _item_is_part(text: str) -> bool:
+    """A list item that is a question or a request, not an option or a requirement."""
+    masked = _masked(text)
+    core = _core(masked)
+    return bool(_SENTENCE_END.search(masked) or _WH_START.match(core) or _ASKS.search(core))
+
+
+def _is_material(prompt: str, chosen: Sequence[tuple[_Unit, float]]) -> bool:
+    """The prompt asks for work on pasted material ("Summarise this email:", "Translate:
+    '...'"): whatever questions the material holds are not the user's."""
+    head = prompt[: chosen[0][0].start]
+    return any(
+        line.rstrip().endswith((":", "：")) and _MATERIAL_VERB.search(line)
+        for line in head.splitlines()
+    )
+
+
+# -- dependencies --------------------------------------------------------------------------
+
+_EXPLICIT_REF = re.compile(
+    r"(?:question|q|#|item|part|answer to|frage|pregunta|вопрос|soru)"
+    r"\s*\(?(?P<n>\d{1,2}|[a-z])\)?\b"
+    r"|(?:answer to|antwort auf|respuesta a)\s*\((?P<letter>[a-z])\)",
+    re.I,
+)
+_PREVIOUS_REF = re.compile(
+    r"\b(?:previous|above|preceding|prior|earlier|last answer|that answer|your answer|"
+    r"the result|vorherig|obig|oben|anterior|arriba|предыдущ|выше|précédent|ci-dessus)\w*"
+    r"|\byou (?:just )?(?:wrote|gave|listed|suggested)\b|\byour (?:summary|text|list|query|"
+    r"code|function|plan|draft)\b|yazdığın|verdiğin|önerdiğin|你写的|你給的|你给的"
+    r"|上一题|上一個|上一个|上面|上述|以上|前面|前の|上記|yukarıdaki|önceki|bir önceki",
+    re.I,
+)
+# "that country", "dieses Bundeslandes", "ese autor", "这条河", "その川", "Bu dağ".
+_DEMONSTRATIVE = re.compile(
+    r"(?<!-)\b(?:that|those|these|this|its|their|dies\w*|jene\w*|ese|esa|esos|esas|aquel\w*|"
+    r"ce|cet|cette|ces|этот|эта|это|этого|этой|этом|том|тот|bu|şu|o)\s+(?P<noun>\w+)"
+    r"|(?:这|那|這)(?:个|個|条|條|座|位|本|种|種|家)?(?P<zh>\w{1,2})"
+    r"|(?:その|この|あの)(?P<ja>\w{1,3})",
+    re.I,
+)
+# Pronouns that can only mean an earlier answer when there is no shared context to mean.
+_PRONOUN = re.compile(
+    r"\b(?:it|its|they|their|него|нём|неё|ней|ему|туда|там|он|она|они|él|ella|"
+    r"allí|ahí|dort|dorthin|его|её|их|suyo|suya|suyos|suyas|(?-i:er))\b"
+    r"|^(?:它|他|她|そこ|それ)",
+    re.I,
+)
+
+
+def with_detected_dependencies(parts: Sequence[Part], *, preamble: str = "") -> tuple[Part, ...]:
+    """``parts`` with the dependencies their text gives away.
+
+    Explicit references ("question 1", "your answer to (a)", "the previous answer",
+    "上一题", "yukarıdaki") and sequencing ("Then use that function") point at the part
+    named or the one before. A demonstrative ("that country", "这条河") points at the latest
+    earlier part mentioning that noun; failing that, and with no shared context the
+    phrase could refer to, at the part before. Errs towards dependence: a wrong split costs
+    quality, a wrong wait costs only time.
+    """
+    out: list[Part] = []
+    labels = [_plain_label(p.label) for p in parts]
+    for j, part in enumerate(parts):
+        needs = set(part.depends_on)
+        if j:
+            needs |= _references(part.text, j, labels, parts, preamble)
+        out.append(
+            Part(part.text, part.label, part.confidence, tuple(sorted(needs)), part.start, part.end)
+        )
+    return tuple(out)
+
+
+def _plain_label(label: str | None) -> str | None:
+    if label is None:
+        return None
+    core = re.sub(r"[*().)、:：（）\s]|^[Qq]", "", label)
+    return core.lower() or None
+
+
+def _references(
+    text: str, j: int, labels: Sequence[str | None], parts: Sequence[Part], preamble: str
+) -> set[int]:
+    masked = _masked(text)
+    found: set[int] = set()
+    for m in _EXPLICIT_REF.finditer(masked):
+        key = (m.group("n") or m.group("letter") or "").lower()
+        for i in range(j):
+            if labels[i] == key or (labels[i] is None and key == str(i + 1)):
+                found.add(i)
+    if found:
+        return found
+    if _PREVIOUS_REF.search(masked) or _STEP_START.match(text):
+        return {j - 1}
+    for m in _DEMONSTRATIVE.finditer(masked):
+        noun = (m.group("noun") or m.group("zh") or m.group("ja") or "").lower()
+        if m.group("noun") is not None and len(noun) < 3:
+            continue  # "ce qu'on", "o da": not a noun phrase
+        source = _mentions(noun, parts[:j])
+        if source is not None:
+            return {source}
+        if (
+            not preamble
+            and m.group("noun") is not None
+            and m.group(0).split()[0].lower()
+            in {"that", "those", "ese", "esa", "esos", "esas", "jene", "этот", "эта", "этого", "bu"}
+        ):
+            return {j - 1}
+    if not preamble and _PRONOUN.search(masked) and not _mentions_own_subject(text):
+        return {j - 1}
+    return found
+
+
+def _mentions(noun: str, earlier: Sequence[Part]) -> int | None:
+    """The latest earlier part whose text holds ``noun`` (or its stem)."""
+    if not noun:
+        return None
+    for i in range(len(earlier) - 1, -1, -1):
+        words = earlier[i].text.lower()
+        if noun.isascii() or (noun.isalpha() and not _is_cjk(noun)):
+            # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
+            stem = noun[: max(3, len(noun) - 3)]
+            if noun in words or (len(stem) >= 3 and re.search(rf"\b{re.escape(stem)}", words)):
+                return i
+        elif any(noun[:k] in words for k in range(len(noun), 0, -1)):
+            return i  # CJK: "その川は" finds "川"
+    return None
+
+
+def _is_cjk(text: str) -> bool:
+    return any("\u3040" <= ch <= "\u30ff" or "\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def _mentions_own_subject(text: str) -> bool:
+    """ "Is it safe to give dogs peanut butter?", "Is X worth it?": the pronoun is a dummy."""
+    return bool(
+        re.match(r"^(?:is|was|does|do|can|should)\s+it\b", text, re.I)
+        or re.search(r"\bworth it\b", text, re.I)
+    )
