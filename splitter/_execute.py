@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,10 +84,17 @@ class Executor:
         self._endpoint = endpoint
 
     async def run(
-        self, questions: Sequence[Question], plan: Plan, spec: RequestSpec
+        self,
+        questions: Sequence[Question],
+        plan: Plan,
+        spec: RequestSpec,
+        *,
+        on_answer: Callable[[Answer], None] | None = None,
     ) -> BatchResult:
+        """Send ``plan``; ``on_answer`` sees each answer as it is stored (a repaired
+        question's final answer only)."""
         started = time.perf_counter()
-        run = _Run(self, questions, spec, plan)
+        run = _Run(self, questions, spec, plan, on_answer)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -125,6 +132,7 @@ class _Run:
         questions: Sequence[Question],
         spec: RequestSpec,
         plan: Plan,
+        on_answer: Callable[[Answer], None] | None = None,
     ):
         self.policy = executor._policy
         self.backend = executor._backend
@@ -138,6 +146,7 @@ class _Run:
         self.slots: list[Answer | None] = [None] * len(questions)
         self.limiter = self.endpoint.concurrency.limiter()
         self.counters = _Counters()
+        self.on_answer = on_answer
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -153,21 +162,26 @@ class _Run:
             self.spec.messages(question.text), params, self._reserve_single(index)
         )
         if isinstance(outcome, SplitterError):
-            self.slots[index] = Answer(
-                index, question, None, error=outcome, attempts=attempts, via=via
-            )
+            self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
             return
         self.endpoint.lengths.observe(question.text, outcome.usage.completion_tokens)
-        self.slots[index] = Answer(
-            index,
-            question,
-            outcome.text,
-            usage=outcome.usage,
-            attempts=attempts,
-            request_id=outcome.request_id,
-            finish_reason=outcome.finish_reason,
-            via=via,
+        self._store(
+            Answer(
+                index,
+                question,
+                outcome.text,
+                usage=outcome.usage,
+                attempts=attempts,
+                request_id=outcome.request_id,
+                finish_reason=outcome.finish_reason,
+                via=via,
+            )
         )
+
+    def _store(self, answer: Answer) -> None:
+        self.slots[answer.index] = answer
+        if self.on_answer is not None:
+            self.on_answer(answer)
 
     async def merged(self, group: Group) -> None:
         prompt = build_merged_prompt([self.questions[i].text for i in group.indexes])
@@ -187,15 +201,17 @@ class _Run:
             # as a single answer's usage: a local tokenizer may count unlike the model's.
             own = max(1, usage.completion_tokens - ANSWER_MARKER_TOKENS)
             self.endpoint.lengths.observe(question.text, own)
-            self.slots[index] = Answer(
-                index,
-                question,
-                text,
-                usage=usage,
-                attempts=attempts,
-                request_id=outcome.request_id,
-                finish_reason="stop",
-                via="merged",
+            self._store(
+                Answer(
+                    index,
+                    question,
+                    text,
+                    usage=usage,
+                    attempts=attempts,
+                    request_id=outcome.request_id,
+                    finish_reason="stop",
+                    via="merged",
+                )
             )
         await self._repair([group.indexes[k - 1] for k in parsed.missing])
 
