@@ -5,6 +5,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._decompose import Decomposition, Part, decompose
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -12,6 +13,7 @@ from ._exceptions import (
     APITimeoutError,
     BudgetError,
     DeadlineExceededError,
+    DependencyError,
     InvalidInputError,
     InvalidResponseError,
     PartialFailure,
@@ -21,8 +23,16 @@ from ._exceptions import (
     SplitterError,
 )
 from ._planner import Candidate, Group, Plan
-from ._policy import Limits, MergePolicy, Policy, RetryPolicy, SharedBudget, Weighted
-from ._questions import Answer, BatchResult, Question, RunStats, Usage
+from ._policy import (
+    DecomposePolicy,
+    Limits,
+    MergePolicy,
+    Policy,
+    RetryPolicy,
+    SharedBudget,
+    Weighted,
+)
+from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
 
@@ -37,12 +47,17 @@ __all__ = [
     "BatchResult",
     "BudgetError",
     "Candidate",
+    "CompoundAnswer",
     "DeadlineExceededError",
+    "DecomposePolicy",
+    "Decomposition",
+    "DependencyError",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
     "MergePolicy",
+    "Part",
     "PartialFailure",
     "Plan",
     "Policy",
@@ -63,6 +78,7 @@ __all__ = [
     "__version__",
     "aask_many",
     "ask_many",
+    "decompose",
 ]
 
 # Reprs, tracebacks and docs show the public path, not the private module.

@@ -12,6 +12,7 @@
     │   └── InvalidResponseError               a 2xx whose body holds no answer
     ├── BudgetError                            a request larger than the whole token budget
     ├── DeadlineExceededError                  the batch deadline passed before this question's turn
+    ├── DependencyError                        not asked: a question it depends on failed
     └── PartialFailure                         raise_on_error=True and some questions failed
 
 openai's and the HTTP library's exceptions are translated in exactly one place
@@ -34,6 +35,7 @@ __all__ = [
     "APITimeoutError",
     "BudgetError",
     "DeadlineExceededError",
+    "DependencyError",
     "InvalidInputError",
     "InvalidResponseError",
     "PartialFailure",
@@ -116,6 +118,14 @@ class BudgetError(SplitterError):
 
 class DeadlineExceededError(SplitterError):
     """The batch's overall deadline passed before this question was answered."""
+
+
+class DependencyError(SplitterError):
+    """Not asked: a question whose answer it needs failed (``needs`` holds its index)."""
+
+    def __init__(self, message: str, *, needs: int) -> None:
+        super().__init__(message)
+        self.needs = needs
 
 
 class PartialFailure(SplitterError):

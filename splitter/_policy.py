@@ -12,7 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._service_model import ServicePrior
 
-__all__ = ["Limits", "MergePolicy", "Policy", "RetryPolicy", "SharedBudget", "Weighted"]
+__all__ = [
+    "DecomposePolicy",
+    "Limits",
+    "MergePolicy",
+    "Policy",
+    "RetryPolicy",
+    "SharedBudget",
+    "Weighted",
+]
 
 
 class _Config(BaseModel):
@@ -126,6 +134,28 @@ class Weighted(_Config):
     seconds_per_1k_tokens: float = Field(ge=0, description="Seconds you'd give to save 1k tokens.")
 
 
+class DecomposePolicy(_Config):
+    """How ``Splitter.ask`` finds the sub-questions of one prompt."""
+
+    mode: Literal["heuristic", "llm"] = Field(
+        "heuristic",
+        description="heuristic: local rules only; llm: also ask a model for a JSON plan when "
+        "that is priced worth it (falls back to the rules on any error).",
+    )
+    model: str | None = Field(
+        None, description="Model for the decomposition call; None: the call's own model."
+    )
+    min_prompt_tokens: int = Field(
+        200, ge=1, description="Shorter prompts are left to the rules: they rarely fool them."
+    )
+    max_share: float = Field(
+        0.25,
+        gt=0,
+        description="Ask the model only if its predicted time is at most this share of the "
+        "predicted time to answer the whole prompt in one request.",
+    )
+
+
 Strategy = Literal["auto", "merge", "fanout"]
 Objective = Literal["latency", "cost"] | Weighted
 
@@ -151,6 +181,9 @@ class Policy(_Config):
         "latency", description="What auto minimises: latency, cost (billed tokens), or Weighted."
     )
     merge: MergePolicy = Field(default_factory=MergePolicy, description="Merging limits.")
+    decompose: DecomposePolicy = Field(
+        default_factory=DecomposePolicy, description="How one prompt is taken apart (ask)."
+    )
     prior: ServicePrior = Field(
         default_factory=ServicePrior, description="The service model before any measurement."
     )

@@ -16,13 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ._exceptions import PartialFailure
 
 if TYPE_CHECKING:
+    from ._decompose import Decomposition
     from ._exceptions import SplitterError
     from ._planner import Plan
 
 #: How an answer was obtained: its own request, a merged one, or re-asked alone after a merge.
 Via = Literal["single", "merged", "repair"]
 
-__all__ = ["Answer", "BatchResult", "Question", "RunStats", "Usage", "Via"]
+__all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "Usage", "Via"]
 
 
 class Question(BaseModel):
@@ -34,6 +35,11 @@ class Question(BaseModel):
     id: str | None = Field(None, description="Your key for it; defaults to its input position.")
     max_tokens: int | None = Field(None, ge=1, description="Cap on this answer's length.")
     expected_tokens: int | None = Field(None, ge=1, description="Your guess of the answer length.")
+    depends_on: tuple[int | str, ...] = Field(
+        (),
+        description="Questions whose answers this one needs: their ids, or 0-based positions. "
+        "It is sent once they are answered, with their answers in its prompt.",
+    )
 
     @field_validator("text")
     @classmethod
@@ -74,6 +80,7 @@ class Answer:
     request_id: str | None = None  # the provider's id of the request that answered it
     finish_reason: str | None = None
     via: Via = "single"
+    wave: int = 0  # 0 for questions sent at once; n for those sent after n rounds of answers
 
     @property
     def ok(self) -> bool:
@@ -104,6 +111,8 @@ class BatchResult(Sequence[Answer]):
     answers: tuple[Answer, ...]
     stats: RunStats = field(default_factory=RunStats)
     plan: Plan | None = None  # how the questions were sent, with every candidate priced
+    # With dependencies: one plan per set of questions sent together, in the order sent.
+    plans: tuple[Plan, ...] = ()
 
     @overload
     def __getitem__(self, index: int) -> Answer: ...
@@ -140,3 +149,26 @@ class BatchResult(Sequence[Answer]):
         if not self.ok:
             raise PartialFailure(self)
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class CompoundAnswer:
+    """The answer to one prompt holding several questions (``Splitter.ask``).
+
+    ``text`` is every part's answer under the prompt's own label ("1.", "(a)", ...; parts
+    without one are numbered), in the prompt's order; ``parts`` the per-part answers.
+    """
+
+    text: str
+    parts: BatchResult
+    decomposition: Decomposition
+    decomposed_by: Literal["heuristic", "llm"] = "heuristic"
+    decompose_usage: Usage = field(default_factory=Usage)  # the llm decomposer's tokens
+
+    @property
+    def ok(self) -> bool:
+        return self.parts.ok
+
+    @property
+    def usage(self) -> Usage:
+        return self.parts.usage + self.decompose_usage

@@ -6,28 +6,35 @@ naming its index, a keyword splitter owns is an error naming the keyword.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 import openai
 from pydantic import ValidationError
 
+from ._dag import Graph, build_graph
+from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
 from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
+from ._llm_decompose import INSTRUCTION, parse_plan, request_text
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
-from ._questions import BatchResult, Question
+from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage
 from ._service_model import InFlightMeter, ServiceModel
 from ._sync import run_sync
+from ._waves import run_graph
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
 
 QuestionLike = str | Question
 _MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
+_DECOMPOSE_INSTRUCTION_TOKENS = len(INSTRUCTION) // 4
+_log = logging.getLogger("splitter")
 # Keywords splitter builds itself; passing them would silently fight the plan.
 _OWNED_PARAMS = {
     "messages": "splitter builds the messages; pass system= for a shared system prompt",
@@ -76,14 +83,15 @@ class Splitter:
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
+        deps = build_graph(items)
         spec = RequestSpec(chosen_model, system, self._params(params))
         if not items:
             return BatchResult(())
         if self._client is not None:
-            result = await self._run(self._client, items, spec)
+            result = await self._run(self._client, items, deps, spec)
         else:
             async with openai.AsyncOpenAI() as client:
-                result = await self._run(client, items, spec)
+                result = await self._run(client, items, deps, spec)
         return result.raise_for_errors() if raise_on_error else result
 
     def ask_many(
@@ -105,6 +113,96 @@ class Splitter:
 
         return run_sync(call)
 
+    async def aask(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        raise_on_error: bool = False,
+        **params: Any,
+    ) -> CompoundAnswer:
+        """Answer one prompt that may hold several questions.
+
+        Its parts are found (:func:`splitter.decompose`, or a model call when
+        ``Policy.decompose`` says so and it is priced worth it), then sent like
+        :meth:`aask_many`'s questions — each with the prompt's shared preamble and
+        postscript, dependent parts after the answers they need — and put back together
+        under the prompt's own numbering. A prompt that is one question is one request.
+        """
+        if not isinstance(prompt, str):
+            raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
+        if not prompt.strip():
+            raise InvalidInputError("the prompt is blank")
+        chosen_model = self._model(model)
+        decomposition = decompose(prompt)
+        by: Literal["heuristic", "llm"] = "heuristic"
+        spent = Usage()
+        wanted = self.policy.decompose
+        if wanted.mode == "llm":
+            decomposer = wanted.model or chosen_model
+            if self._llm_decomposition_pays(prompt, decomposition, decomposer):
+                found, spent = await self._llm_decompose(prompt, decomposer)
+                if found is not None:
+                    decomposition, by = found, "llm"
+        questions = [
+            Question(
+                text=prompt if decomposition.single else decomposition.question_text(k),
+                depends_on=part.depends_on,
+            )
+            for k, part in enumerate(decomposition.parts)
+        ]
+        result = await self.aask_many(
+            questions, model=chosen_model, system=system, raise_on_error=raise_on_error, **params
+        )
+        return CompoundAnswer(_reassemble(decomposition, result), result, decomposition, by, spent)
+
+    def ask(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        raise_on_error: bool = False,
+        **params: Any,
+    ) -> CompoundAnswer:
+        """The sync twin of :meth:`aask`."""
+
+        async def call() -> CompoundAnswer:
+            return await self.aask(
+                prompt, model=model, system=system, raise_on_error=raise_on_error, **params
+            )
+
+        return run_sync(call)
+
+    def _llm_decomposition_pays(self, prompt: str, heuristic: Decomposition, model: str) -> bool:
+        """Is a decomposition call cheap beside answering the prompt? Priced with what the
+        endpoint has learned: the call reads the prompt and writes out the sub-questions
+        (sized by what the rules found), against one request answering the whole prompt."""
+        wanted = self.policy.decompose
+        tokens = count_tokens(prompt, model)
+        if tokens < wanted.min_prompt_tokens:
+            return False
+        endpoint = self._endpoint(self._client, model)
+        estimate = endpoint.service.estimate()
+        written = min(tokens, sum(count_tokens(p.text, model) + 12 for p in heuristic.parts))
+        call = estimate.latency(tokens + _DECOMPOSE_INSTRUCTION_TOKENS, written, 1)
+        answer = estimate.latency(tokens, endpoint.lengths.estimate(prompt), 1)
+        return call <= wanted.max_share * answer
+
+    async def _llm_decompose(self, prompt: str, model: str) -> tuple[Decomposition | None, Usage]:
+        """The model's decomposition, or None (with the reason logged) to keep the rules'."""
+        result = await self.aask_many([request_text(prompt)], model=model, temperature=0)
+        answer = result[0]
+        if not answer.ok or answer.text is None:
+            _log.info("llm decomposition failed (%s); using the rules", answer.error)
+            return None, result.usage
+        try:
+            return parse_plan(answer.text, prompt), result.usage
+        except ValueError as exc:
+            _log.info("llm decomposition unusable (%s); using the rules", exc)
+            return None, result.usage
+
     def plan(
         self,
         questions: Iterable[QuestionLike],
@@ -115,14 +213,20 @@ class Splitter:
     ) -> Plan:
         """How :meth:`aask_many` would send these questions now, every option priced.
 
-        Pure: no request is sent. ``plan(...).explain()`` renders it as a table.
+        Pure: no request is sent. ``plan(...).explain()`` renders it as a table. With
+        dependencies, only the questions that can be sent at once are planned (the rest wait
+        for answers); the plan's indexes are still positions in ``questions``.
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
         if not items:
             raise InvalidInputError("there is nothing to plan: the list of questions is empty")
+        deps = build_graph(items)
         spec = RequestSpec(chosen_model, system, self._params(params))
-        return self._plan(items, spec, self._endpoint(self._client, chosen_model))
+        first = [i for i, needs in enumerate(deps) if not needs]
+        return self._plan(
+            [items[i] for i in first], spec, self._endpoint(self._client, chosen_model), first
+        )
 
     def service_model(self, model: str | None = None) -> ServiceModel:
         """What has been learned about this client's service for ``model`` (save it with
@@ -145,11 +249,17 @@ class Splitter:
             )
         return self._endpoints[key]
 
-    def _plan(self, items: list[Question], spec: RequestSpec, endpoint: Endpoint) -> Plan:
+    def _plan(
+        self,
+        items: list[Question],
+        spec: RequestSpec,
+        endpoint: Endpoint,
+        indexes: list[int] | None = None,
+    ) -> Plan:
         cap = spec.params.get("max_tokens", spec.params.get("max_completion_tokens"))
         plan_items = [
             PlanItem(
-                index=i,
+                index=i if indexes is None else indexes[i],
                 input_tokens=count_tokens(q.text, spec.model) + _MESSAGE_OVERHEAD,
                 output_tokens=endpoint.lengths.estimate(
                     q.text, expected=q.expected_tokens, cap=q.max_tokens or cap
@@ -169,12 +279,29 @@ class Splitter:
         )
 
     async def _run(
-        self, client: openai.AsyncOpenAI | openai.OpenAI, items: list[Question], spec: RequestSpec
+        self,
+        client: openai.AsyncOpenAI | openai.OpenAI,
+        items: list[Question],
+        deps: Graph,
+        spec: RequestSpec,
     ) -> BatchResult:
         endpoint = self._endpoint(client, spec.model)
-        plan = self._plan(items, spec, endpoint)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
-        return await Executor(backend, self.policy, endpoint).run(items, plan, spec)
+        executor = Executor(backend, self.policy, endpoint)
+        if not any(deps):
+            return await executor.run(items, self._plan(items, spec, endpoint), spec)
+
+        def plan(wave: list[Question]) -> Plan:
+            return self._plan(wave, spec, endpoint)
+
+        async def execute(
+            wave: list[Question], wave_plan: Plan, on_answer: Callable[[Answer], None]
+        ) -> BatchResult:
+            return await executor.run(wave, wave_plan, spec, on_answer=on_answer)
+
+        return await run_graph(
+            items, deps, plan=plan, execute=execute, deadline=self.policy.deadline
+        )
 
     def _model(self, model: str | None) -> str:
         chosen = model or self.model
@@ -189,6 +316,19 @@ class Splitter:
         if self.policy.timeout is not None:
             params.setdefault("timeout", self.policy.timeout)
         return params
+
+
+def _reassemble(decomposition: Decomposition, result: BatchResult) -> str:
+    """The parts' answers under the prompt's own labels, in its order."""
+    if decomposition.single:
+        return result[0].text or ""
+    pieces = []
+    for k, (part, answer) in enumerate(zip(decomposition.parts, result, strict=True)):
+        body = (
+            answer.text if answer.ok and answer.text is not None else f"[no answer: {answer.error}]"
+        )
+        pieces.append(f"{part.label or f'{k + 1}.'} {body}")
+    return "\n\n".join(pieces)
 
 
 def normalize_questions(

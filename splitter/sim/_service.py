@@ -20,6 +20,7 @@ A service may serve the caller's event loop (in-process door) or the uvicorn thr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -54,7 +55,7 @@ from splitter.sim._transport import make_transport
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 
     from splitter.sim._asgi import ASGIApp
     from splitter.sim._engine import Sequence
@@ -187,8 +188,14 @@ class SimService:
         default_answer_tokens: int = 50,
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        scripted: Mapping[str, str] | None = None,
     ) -> None:
-        """``clock`` gives real seconds for the engine, the rate limits and the log."""
+        """``clock`` gives real seconds for the engine, the rate limits and the log.
+
+        ``scripted`` maps a piece of prompt text to the exact answer for any prompt holding
+        it (the first match, in the mapping's order), for tests of code that parses what
+        a model says; every other prompt gets the usual generated answer.
+        """
         if isinstance(profile, str):
             if profile not in PROFILES:
                 raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")
@@ -200,6 +207,7 @@ class SimService:
         self.limits = limits or SimLimits()
         self.faults = faults or Faults()
         self.default_answer_tokens = default_answer_tokens
+        self.scripted = dict(scripted or {})
         self.seed = seed
         self._clock = clock
         self._engine = Engine(profile, time_scale=time_scale, clock=clock)
@@ -394,6 +402,10 @@ class SimService:
         call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
         call.prompt_tokens = prompt_tokens(request.contents)
         answer = answer_prompt(request.user_text, self.default_answer_tokens)
+        scripts = (text for key, text in self.scripted.items() if key in request.user_text)
+        script = next(scripts, None)
+        if script is not None:
+            answer = dataclasses.replace(answer, text=script, parts=(), nonce=None)
         call.questions = tuple(q.text for q in answer.questions)
         if call.prompt_tokens + (request.max_tokens or 0) > self.profile.context_window:
             message = (
