@@ -74,6 +74,8 @@ _MARKER = re.compile(
       | (?:Q|q)\d{1,2}\s*[:.)]                  # Q1:
       | \d{1,2}\s*(?:[.)、]|：)(?!\d)             # 1.  1)  1、
       | \d{1,2}\s+[-–](?=\s)                    # 1 -
+      | \d{1,2}[º°ª]\)?                         # 1º)
+      | (?i:step|schritt|paso|étape|adım|шаг|passo)\s*\d{1,2}\s*[:.)]  # Step 1:
       | [(（]\d{1,2}[)）]                         # (1) （1）
       | [①-⑳]                                   # ①
       | [一二三四五六七八九十]{1,3}、              # 一、
@@ -112,13 +114,19 @@ _ASKS = re.compile(
     r"miyim|mıyım|midir|mıdır)\b|\bne\s*$",
     re.I,
 )
-_JA_REQUEST = re.compile(r"(?:て|で)(?:ください|下さい)[。！]?\s*$")
+# Requests whose verb comes last: Japanese, Korean, Turkish imperatives.
+_VERB_LAST_REQUEST = re.compile(
+    r"(?:(?:て|で)(?:ください|下さい)|주세요|줘|(?<!안녕)하세요|십시오)[.。！!]?\s*$"
+    r"|\b(?:yaz|çevir|öner|açıkla|anlat|listele|hesapla|özetle|ver|bul|düzelt|yap|göster|"
+    r"söyle|tanımla|karşılaştır|yazın|çevirin|açıklayın|anlatın|verin|bulun)[.!]?\s*$",
+    re.I,
+)
 # A trailing sentence about how to answer ("Keep each answer short.") is an instruction
 # for every part, not a part.
 _STYLE = re.compile(
     r"\b(?:answers?|respond|reply|each|every|all of them|brief(?:ly)?|short|concise|"
     r"in english)\b|回答|答案|简短|簡短|简洁|簡潔|每个|每個|"
-    r"中文|英文|кратко|ответ|cevap|kısa|kurz|antwort|breve|respuesta|réponse|一言|答えて",
+    r"中文|英文|кратко|ответ|cevap|cevab|kısa|kurz|antwort|breve|respuesta|réponse|一言|答えて",
     re.I,
 )
 # A line that is someone's turn in a pasted chat ("[10:02] Dana: ...", "小王：...").
@@ -127,6 +135,43 @@ _SPEAKER = re.compile(
 )
 # Inline enumerations: "a) ... b) ... c) ...", "(1) ... (2) ...", "1. ... 2. ...".
 _INLINE_MARK = re.compile(r"(?:(?<=\s)|^)(?P<m>\((?P<p>[a-e1-9])\)|(?P<b>[a-e1-9])[.)])(?=\s)")
+# "Anyway, ..." / "asıl sorum şu:" — what came before was venting or context, not questions.
+_PIVOT = re.compile(
+    r"^(?:anyway|anyhow|so my (?:real |actual )?question|my (?:real |actual )?question|"
+    r"long story short|bref|bref,|en tout cas|neyse|asıl sorum|kurz gesagt|jedenfalls|"
+    r"en fin|en resumen|enfim|resumindo|короче|в общем|總之|总之|言归正传|所以我的问题|"
+    r"とにかく|要するに)",
+    re.I,
+)
+# "Like, is it actually safe ...?" — the same question again, in other words.
+_RESTATEMENT = re.compile(
+    r"^(?:like,|i mean|in other words|that is,|or rather|i\.e\.|也就是说|就是说|yani|"
+    r"то есть|c'est-à-dire|das heißt)",
+    re.I,
+)
+# A line ending in one of these runs on into the next: one hard-wrapped sentence.
+_DANGLING = re.compile(
+    r"\b(?:and|or|but|the|a|an|of|to|with|for|in|on|at|if|that|from|und|oder|der|die|das|"
+    r"mit|ve|veya|ile|и|или|в|на|с|y|o|de|la|el|et|ou|le|les|du|e|ou|com)\s*$",
+    re.I,
+)
+# Output pasted from a program: tracebacks, "SomeError: ...", quoted lines ("> ...").
+_LOG_LINE = re.compile(
+    r"^\s*(?:>|Traceback \(|File \"|at [\w.$]+\(|[\w.]*(?:Error|Exception|Warning)\b:)"
+)
+# A question whose list holds the options to choose from: "Which of these ...?"
+_OPTIONS_LEAD = re.compile(
+    r"which of (?:these|the following)|which one|cuál de|cuáles de|quel(?:le)?s? de|"
+    r"welche[rsmn]? (?:dieser|der folgenden)|какое из|какой из|hangisi|下列|以下哪|哪个|哪一|"
+    r"どれ|どの|다음 중|qual (?:destas|dessas|das seguintes)",
+    re.I,
+)
+# A list introduced like this describes the situation, it does not ask.
+_CONTEXT_LEAD = re.compile(
+    r"\b(?:facts?|context|background|situation|details|info|information|data|notes?)\b|"
+    r"情况|背景|durum|bilgiler|hintergrund|situación|contexto|ситуаци|状況",
+    re.I,
+)
 # A list introduced like this is the requirements of one task, not questions.
 _REQUIREMENTS_LEAD = re.compile(
     r"requirement|rules|constraint|criteria|must|should|要求|条件|şart|kriter|koşul|anforderung|"
@@ -137,9 +182,11 @@ _REQUIREMENTS_LEAD = re.compile(
 _TASK_START = re.compile(
     r"^(?:please\s+)?(?:explain|describe|write|list|summari[sz]e|translate|state|estimate|"
     r"give|name|define|calculate|compute|compare|tell me|rank|suggest|recommend|outline|"
+    r"balance|solve|find|convert|prove|simplify|derive|draw|create|make|generate|plan|design|"
+    r"fix|check|correct|improve|review|analy[sz]e|evaluate|identify|classify|provide|"
     r"erkläre|beschreibe|schreibe?|nenne|übersetze|explica|describe|escribe|traduce|"
     r"объясни|опиши|напиши|переведи|перечисли|écris|explique|décris|traduis|utilise|"
-    r"請|请|帮我|幫我|列出|写|寫|解释|介绍|说明)",
+    r"請|请|帮我|幫我|给我|給我|用\S{1,12}写|列出|写|寫|解释|介绍|说明)",
     re.I,
 )
 _STEP_START = re.compile(
@@ -164,6 +211,7 @@ class _Unit:
     end: int
     label: str | None = None
     item: bool = False  # a list item
+    clause: bool = False  # one of several questions separated by semicolons
     bare: int | None = None  # a whole line without end punctuation: its block of lines
 
 
@@ -226,10 +274,12 @@ def _units(prompt: str) -> list[_Unit]:
             block += 1
             i += 1
             continue
-        if chat and _SPEAKER.match(masked[start:end]) and not _MARKER.match(prompt[start:end]):
+        if (
+            chat and _SPEAKER.match(masked[start:end]) and not _MARKER.match(prompt[start:end])
+        ) or _LOG_LINE.match(prompt[start:end]):
             block += 1
             i += 1
-            continue  # a pasted chat's turn: material, not the user's question
+            continue  # a pasted chat's turn or program output: material, not questions
         m = _MARKER.match(prompt[start:end])
         if (
             m is not None
@@ -261,6 +311,15 @@ def _units(prompt: str) -> list[_Unit]:
             block += 1
             i = j
             continue
+        # A hard-wrapped sentence: this line ends mid-phrase and the next goes on.
+        while (
+            i + 1 < len(lines)
+            and _DANGLING.search(masked[start:end])
+            and masked[lines[i + 1][0] : lines[i + 1][1]].strip()
+            and not _MARKER.match(prompt[lines[i + 1][0] : lines[i + 1][1]])
+        ):
+            i += 1
+            end = lines[i][1]
         line_units = inline or _sentences(prompt, masked, start, end)
         if len(line_units) == 1 and not _SENTENCE_END.search(masked[start:end]):
             line_units[0].bare = block
@@ -309,7 +368,29 @@ def _sentences(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
         out.extend(_unit(prompt, piece_start, cut))
         piece_start = cut
     out.extend(_unit(prompt, piece_start, end))
-    return out
+    return [clause for unit in out for clause in _clauses(prompt, masked, unit)]
+
+
+def _clauses(prompt: str, masked: str, unit: _Unit) -> list[_Unit]:
+    """ "Best way to keep basil fresh; can I freeze rice; how long does stock keep?": the
+    clauses, when every one after the first reads as a question."""
+    cuts = [unit.start + m.start() for m in re.finditer(r";", masked[unit.start : unit.end])]
+    if not cuts:
+        return [unit]
+    pieces: list[_Unit] = []
+    begin = unit.start
+    for cut in [*cuts, unit.end]:
+        pieces.extend(_unit(prompt, begin, cut))
+        begin = cut + 1
+    for piece in pieces:
+        piece.text = piece.text.rstrip(";").rstrip()
+        piece.end = piece.start + len(piece.text)
+    later = pieces[1:]
+    if len(pieces) >= 2 and all(_asks(u) for u in later):
+        for piece in pieces:
+            piece.clause = True
+        return pieces
+    return [unit]
 
 
 def _unit(prompt: str, start: int, end: int) -> list[_Unit]:
@@ -343,16 +424,29 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
             continue
         if masked.rstrip().endswith((":", "：")):
             continue  # a lead-in: "Please answer the following:"
-        if _QUESTION_END.search(masked):
-            chosen.append((u, 0.9))
+        if _QUESTION_END.search(masked) or u.clause:
+            chosen.append((u, 0.9 if not u.clause else 0.7))
         elif _STEP_START.match(u.text):
             chosen.append((u, 0.75))
         elif u.bare is not None and u.bare in asking_blocks:
             chosen.append((u, 0.7))
         elif _WH_START.match(_core(u.text)):
             chosen.append((u, 0.65))  # "Also what's the best way to move my files over."
-        elif _is_request(u.text) and _SENTENCE_END.search(masked):
+        elif _is_request(u.text) and (_SENTENCE_END.search(masked) or u.bare is not None):
             chosen.append((u, 0.6))
+    # "Anyway, can you ...?": what came before the pivot was context.
+    pivots = [k for k, (u, _) in enumerate(chosen) if not u.item and _PIVOT.match(u.text)]
+    if pivots:
+        chosen = chosen[pivots[-1] :]
+    # "Can I freeze rice? Like, is it actually safe?": one question, said twice.
+    merged: list[tuple[_Unit, float]] = []
+    for u, c in chosen:
+        if merged and not u.item and _RESTATEMENT.match(u.text):
+            prev, pc = merged[-1]
+            merged[-1] = (_Unit(prev.text, prev.start, u.end, prev.label, prev.item), pc)
+        else:
+            merged.append((u, c))
+    chosen = merged
     # Trailing requests about how to answer ("Keep each answer short.") are instructions
     # for every part: the postscript, not parts.
     # So are leading ones ("次の質問に答えてください。"): the preamble.
@@ -385,7 +479,9 @@ def _asks(unit: _Unit) -> bool:
 
 def _is_request(text: str) -> bool:
     core = _core(text)
-    return bool(_TASK_START.match(core) or _STEP_START.match(text) or _JA_REQUEST.search(core))
+    return bool(
+        _TASK_START.match(core) or _STEP_START.match(text) or _VERB_LAST_REQUEST.search(core)
+    )
 
 
 def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
@@ -396,9 +492,13 @@ def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
     first = units.index(items[0])
     lead = units[first - 1].text if first else ""
     if lead.rstrip().endswith((":", "：")) and (
-        _REQUIREMENTS_LEAD.search(lead) or _TASK_START.match(_core(lead))
+        _REQUIREMENTS_LEAD.search(lead)
+        or _TASK_START.match(_core(lead))
+        or _CONTEXT_LEAD.search(lead)
     ):
-        return False  # "Write a poem that:", "要求：" — what follows describes one task
+        return False  # "Write a poem that:", "要求：", "Some facts:" — not questions
+    if _QUESTION_END.search(_masked(lead)) and _OPTIONS_LEAD.search(lead):
+        return False  # "Which of these ...?" and its options
     if all(_item_is_part(u.text) for u in items):
         return True
     # Mostly questions or requests, and nothing as short as an option ("Oxygen", "押韵").
@@ -414,10 +514,16 @@ def _fragment(text: str) -> bool:
 
 
 def _item_is_part(text: str) -> bool:
-    """A list item that is a question or a request, not an option or a requirement."""
+    """A list item that is a question or a request, not an option, a requirement or a
+    statement of fact."""
     masked = _masked(text)
     core = _core(masked)
-    return bool(_SENTENCE_END.search(masked) or _WH_START.match(core) or _ASKS.search(core))
+    return bool(
+        re.search(r"[?？]", masked)
+        or _WH_START.match(core)
+        or _ASKS.search(core)
+        or _is_request(text)
+    )
 
 
 def _is_material(prompt: str, chosen: Sequence[tuple[_Unit, float]]) -> bool:
@@ -443,17 +549,21 @@ _PREVIOUS_REF = re.compile(
     r"the result|vorherig|obig|oben|anterior|arriba|предыдущ|выше|précédent|ci-dessus)\w*"
     r"|\byou (?:just )?(?:wrote|gave|listed|suggested)\b|\byour (?:summary|text|list|query|"
     r"code|function|plan|draft)\b|yazdığın|verdiğin|önerdiğin|你写的|你給的|你给的"
-    r"|上一题|上一個|上一个|上面|上述|以上|前面|前の|上記|yukarıdaki|önceki|bir önceki",
+    r"|上一题|上一個|上一个|上面|上述|以上|前面|前の|上記|yukarıdaki|önceki|bir önceki"
+    r"|위의|위 답변|앞의 답변|acima|anterior",
     re.I,
 )
 # "that country", "dieses Bundeslandes", "ese autor", "这条河", "その川", "Bu dağ".
 _DEMONSTRATIVE = re.compile(
     r"(?<!-)\b(?:that|those|these|this|its|their|dies\w*|jene\w*|ese|esa|esos|esas|aquel\w*|"
-    r"ce|cet|cette|ces|этот|эта|это|этого|этой|этом|том|тот|bu|şu|o)\s+(?P<noun>\w+)"
+    r"ce|cet|cette|ces|esse|essa|esses|essas|aquela|этот|эта|это|этого|этой|этом|том|тот|"
+    r"bu|şu|o|그)\s+(?P<noun>\w+)"
     r"|(?:这|那|這)(?:个|個|条|條|座|位|本|种|種|家)?(?P<zh>\w{1,2})"
     r"|(?:その|この|あの)(?P<ja>\w{1,3})",
     re.I,
 )
+_NOT_NOUNS = frozenset({"que", "qui", "the", "and", "est", "des", "les"})
+_TURKISH_LETTERS = re.compile(r"[ğışİçöü]")
 # Pronouns that can only mean an earlier answer when there is no shared context to mean.
 _PRONOUN = re.compile(
     r"\b(?:it|its|they|their|него|нём|неё|ней|ему|туда|там|он|она|они|él|ella|"
@@ -508,18 +618,16 @@ def _references(
         return {j - 1}
     for m in _DEMONSTRATIVE.finditer(masked):
         noun = (m.group("noun") or m.group("zh") or m.group("ja") or "").lower()
-        if m.group("noun") is not None and len(noun) < 3:
+        word = m.group(0).split()[0].lower() if m.group("noun") is not None else ""
+        if m.group("noun") is not None and (len(noun) < 3 or noun in _NOT_NOUNS):
             continue  # "ce qu'on", "o da": not a noun phrase
+        if word == "o" and not _TURKISH_LETTERS.search(text):
+            continue  # Portuguese/Spanish "o" is an article, not Turkish "that"
         source = _mentions(noun, parts[:j])
         if source is not None:
             return {source}
-        if (
-            not preamble
-            and m.group("noun") is not None
-            and m.group(0).split()[0].lower()
-            in {"that", "those", "ese", "esa", "esos", "esas", "jene", "этот", "эта", "этого", "bu"}
-        ):
-            return {j - 1}
+        if not preamble and word and word not in {"this", "these", "its", "their"}:
+            return {j - 1}  # "that city", "cet auteur", "essa cidade": no context to mean
     if not preamble and _PRONOUN.search(masked) and not _mentions_own_subject(text):
         return {j - 1}
     return found
