@@ -6,6 +6,7 @@ import pytest
 
 from splitter import (
     DependencyError,
+    Limits,
     Policy,
     Question,
     RetryPolicy,
@@ -103,3 +104,20 @@ async def test_plan_covers_only_what_can_be_sent_now() -> None:
         plan = Splitter(client, model="m").plan(["a", Question(text="b", depends_on=(0,)), "c"])
     assert sorted(i for g in plan.chosen.groups for i in g.indexes) == [0, 2]
     assert service.log == []
+
+
+async def test_the_longest_chain_is_sent_first_when_only_one_request_fits() -> None:
+    """One request at a time: the question two others wait on goes before the free ones."""
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    questions: list[str | Question] = [
+        "Free one? [len=5]",
+        "Free two? [len=5]",
+        "Head of the chain? [len=5]",
+        Question(text="Middle of the chain. [len=5]", depends_on=(2,)),
+        Question(text="End of the chain. [len=5]", depends_on=(3,)),
+    ]
+    policy = Policy(strategy="fanout", limits=Limits(max_concurrency=1))
+    async with open_sim_client(service) as client:
+        result = await Splitter(client, policy=policy).aask_many(questions, model="m")
+    assert result.ok
+    assert "Head of the chain" in service.log[0].user_text
