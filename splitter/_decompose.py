@@ -72,7 +72,7 @@ _MARKER = re.compile(
     r"""^(?P<indent>[ \t]*)(?P<marker>
         \*\*(?:Q|q)?\d{1,2}[.)]?\*\*            # **1.**
       | (?:Q|q)\d{1,2}\s*[:.)]                  # Q1:
-      | \d{1,2}\s*(?:[.)、]|：)(?!\d)             # 1.  1)  1、
+      | [\d٠-٩]{1,2}\s*(?:[.)、]|：)(?![\d٠-٩])    # 1.  1)  1、  ١.
       | \d{1,2}\s+[-–](?=\s)                    # 1 -
       | \d{1,2}[º°ª]\)?                         # 1º)
       | (?i:step|schritt|paso|étape|adım|шаг|passo)\s*\d{1,2}\s*[:.)]  # Step 1:
@@ -81,16 +81,18 @@ _MARKER = re.compile(
       | [一二三四五六七八九十]{1,3}、              # 一、
       | [(（][a-zA-Zа-яА-Я][)）]                  # (a)
       | [a-zA-Zа-яА-Я][.)](?=\s)                # a)  A.  а)
-      | [-*•・](?=\s|[^\s*-])                    # bullets
+      | [-*•・👉▶►➤✅✔☑🔹🔸▪◦‣⁃](?=\s|[^\s*-])       # bullets
     )[ \t]*""",
     re.X,
 )
-_QUESTION_END = re.compile(r"[?？]\s*$")
-_SENTENCE_END = re.compile(r"[.!?。！？]\s*$")
-_SENTENCE_BREAK = re.compile(r"(?<=[?？!！。])(?!\s*[?？!！])|(?<=\S\.)(?=\s+\S)")
+_QUESTION_END = re.compile(r"[?？؟]\s*$")
+_SENTENCE_END = re.compile(r"[.!?。！？؟।]\s*$")
+_SENTENCE_BREAK = re.compile(r"(?<=[?？!！。؟।])(?!\s*[?？!！؟])|(?<=\S\.)(?=\s+\S)")
+# Web addresses are content: their "?" and "." say nothing about sentences.
+_URL = re.compile(r"\b(?:https?://|www\.)\S+")
 # Words a full stop does not end a sentence after: abbreviations, initials, "1." markers.
 _NO_BREAK_BEFORE = re.compile(
-    r"(?:^|\s)(?:(?i:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|\d{1,2}|[A-Z])\.$"
+    r"(?:^|\s)(?:(?i:e\.g|i\.e|p\.s|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|\d{1,2}|[A-Z])\.$"
 )
 _WH_START = re.compile(
     r"^(?:what|whats|what's|how|hows|how's|why|when|where|who|whom|whose|which|is|are|can|"
@@ -108,7 +110,9 @@ _CONNECTIVE = re.compile(
 )
 # Questions without a question mark, by their question words or particles.
 _ASKS = re.compile(
-    r"什么|什麼|怎么|怎麼|怎样|为什么|為什麼|吗|嗎|呢|哪|几|幾|多少|如何|是否"
+    r"什么|什麼|怎么|怎麼|怎样|为什么|為什麼|吗|嗎|呢|哪|几|幾|多少|多久|多长|多大|多远|如何|是否|谁|誰"
+    r"|\bne (?:zaman|kadar)\b|\b(?:come|cosa|perché|quando|dove|chi|quale|quanto|si può)\b"
+    r"|^(?:ما|ماذا|متى|أين|كيف|لماذا|هل|كم|من)\b|\b(?:क्या|कैसे|कब|कहाँ|क्यों|कितना|कितनी|कौन)\b"
     r"|ですか|ますか|でしょうか|(?:て|で)(?:ください|下さい)|教えて"
     r"|\b(?:nedir|neden|niye|nasıl|hangi\w*|kaç\w*|mi|mı|mu|mü|misin|mısın|musun|müsün|"
     r"miyim|mıyım|midir|mıdır)\b|\bne\s*$",
@@ -129,12 +133,34 @@ _STYLE = re.compile(
     r"中文|英文|кратко|ответ|cevap|cevab|kısa|kurz|antwort|breve|respuesta|réponse|一言|答えて",
     re.I,
 )
+_ANSWER_WORD = re.compile(
+    r"\b(?:answers?|respond|reply)\b|回答|答え|cevap|cevab|ответ|antwort|respuesta|réponse|"
+    r"risposta|답변",
+    re.I,
+)
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|hiya|dear \w+|good (?:morning|afternoon|evening)|hallo|hola|bonjour|"
+    r"ciao|merhaba|привет|здравствуйте)\b[\w ]{0,20}[,!]\s+(?=\S)",
+    re.I,
+)
+_BUT = re.compile(
+    r"^(?:but|aber|pero|mais|ma|ama|fakat|но|однако|但是|可是|不过|でも|しかし)\b", re.I
+)
+# A step that carries on from the sentence before it: that sentence is a step too.
+_THEN = re.compile(
+    r"^(?:then|next|after that|dann|danach|luego|después|ensuite|puis|poi|потом|затем|"
+    r"sonra|ardından|然后|然後|接着|接著|次に|それから)(?=[\s,，、]|[^\W\d_])",
+    re.I,
+)
 # A line that is someone's turn in a pasted chat ("[10:02] Dana: ...", "小王：...").
 _SPEAKER = re.compile(
     r"^\s*(?:\[[^\]\n]{1,20}\]\s*)?[^\s:：\[\]][^\s:：]{0,20}(?:\s[^\s:：]{1,20})?[:：]\s*\S"
 )
 # Inline enumerations: "a) ... b) ... c) ...", "(1) ... (2) ...", "1. ... 2. ...".
-_INLINE_MARK = re.compile(r"(?:(?<=\s)|^)(?P<m>\((?P<p>[a-e1-9])\)|(?P<b>[a-e1-9])[.)])(?=\s)")
+_INLINE_MARK = re.compile(
+    r"(?:(?<=\s)|^)(?P<m>\((?P<p>[a-e1-9])\)|(?P<b>[a-e1-9])[.)]|[Qq](?P<q>[1-9]):)(?=\s)"
+    r"|(?P<cm>(?P<c>[①-⑨])|[（(](?P<f>[1-9])[)）])"
+)
 # "Anyway, ..." / "asıl sorum şu:" — what came before was venting or context, not questions.
 _PIVOT = re.compile(
     r"^(?:anyway|anyhow|so my (?:real |actual )?question|my (?:real |actual )?question|"
@@ -183,6 +209,8 @@ _TASK_START = re.compile(
     r"^(?:please\s+)?(?:explain|describe|write|list|summari[sz]e|translate|state|estimate|"
     r"give|name|define|calculate|compute|compare|tell me|rank|suggest|recommend|outline|"
     r"balance|solve|find|convert|prove|simplify|derive|draw|create|make|generate|plan|design|"
+    r"draft|rewrite|edit|shorten|proofread|help me|tell|escríb\w*|dame|haz|назови\w*|"
+    r"придумай|напиши|составь|hazırla|öner|scrivi|dammi|spiega|"
     r"fix|check|correct|improve|review|analy[sz]e|evaluate|identify|classify|provide|"
     r"erkläre|beschreibe|schreibe?|nenne|übersetze|explica|describe|escribe|traduce|"
     r"объясни|опиши|напиши|переведи|перечисли|écris|explique|décris|traduis|utilise|"
@@ -248,7 +276,7 @@ def _strip_label(before: str, label: str | None) -> str:
 def _masked(text: str) -> str:
     """``text`` with code and quoted spans blanked out (same length), so their question
     marks and markers are not read as the prompt's own."""
-    for pattern in (_INLINE_CODE, _QUOTES):
+    for pattern in (_URL, _INLINE_CODE, _QUOTES):
         text = pattern.sub(lambda m: " " * len(m.group()), text)
     return text
 
@@ -334,12 +362,12 @@ def _inline_items(prompt: str, masked: str, start: int, end: int) -> list[_Unit]
     marks = list(_INLINE_MARK.finditer(masked, start, end))
     run: list[re.Match[str]] = []
     for m in marks:
-        key = m.group("p") or m.group("b")
+        key = _key(m)
         expected = "a1"[0 if key.isalpha() else 1] if not run else chr(ord(_key(run[-1])) + 1)
         if key == expected:
             run.append(m)
-        elif key in "a1":
-            run = [m]
+        elif key in "a1" and len(run) < 2:
+            run = [m]  # a fresh start; once a run is going, "(1)" inside an item is a reference
     if len(run) < 2:
         return []
     out = _sentences(prompt, masked, start, run[0].start()) if run[0].start() > start else []
@@ -347,7 +375,7 @@ def _inline_items(prompt: str, masked: str, start: int, end: int) -> list[_Unit]
     for k, m in enumerate(run):
         stop = run[k + 1].start() if k + 1 < len(run) else end
         for unit in _unit(prompt, m.end(), stop):
-            unit.label, unit.item = m.group("m"), True
+            unit.label, unit.item = m.group("m") or m.group("cm"), True
             items.append(unit)
     if len(items) < 2 or not all(_item_is_part(u.text) for u in items):
         return []
@@ -355,7 +383,10 @@ def _inline_items(prompt: str, masked: str, start: int, end: int) -> list[_Unit]
 
 
 def _key(m: re.Match[str]) -> str:
-    return m.group("p") or m.group("b")
+    circled = m.group("c")
+    if circled:
+        return str(ord(circled) - ord("①") + 1)
+    return m.group("p") or m.group("b") or m.group("q") or m.group("f")
 
 
 def _sentences(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
@@ -374,7 +405,10 @@ def _sentences(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
 def _clauses(prompt: str, masked: str, unit: _Unit) -> list[_Unit]:
     """ "Best way to keep basil fresh; can I freeze rice; how long does stock keep?": the
     clauses, when every one after the first reads as a question."""
-    cuts = [unit.start + m.start() for m in re.finditer(r";", masked[unit.start : unit.end])]
+    cuts = [
+        unit.start + m.start()
+        for m in re.finditer(r";|(?<=\s)/(?=\s)", masked[unit.start : unit.end])
+    ]
     if not cuts:
         return [unit]
     pieces: list[_Unit] = []
@@ -383,7 +417,7 @@ def _clauses(prompt: str, masked: str, unit: _Unit) -> list[_Unit]:
         pieces.extend(_unit(prompt, begin, cut))
         begin = cut + 1
     for piece in pieces:
-        piece.text = piece.text.rstrip(";").rstrip()
+        piece.text = piece.text.rstrip(";/").rstrip()
         piece.end = piece.start + len(piece.text)
     later = pieces[1:]
     if len(pieces) >= 2 and all(_asks(u) for u in later):
@@ -395,7 +429,7 @@ def _clauses(prompt: str, masked: str, unit: _Unit) -> list[_Unit]:
 
 def _unit(prompt: str, start: int, end: int) -> list[_Unit]:
     raw = prompt[start:end]
-    text = raw.strip()
+    text = raw.strip().lstrip("/|").strip()  # "...? / how heavy ...?": the separator
     if not text:
         return []
     offset = start + raw.index(text)
@@ -413,11 +447,18 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
         if u.bare is not None:
             blocks.setdefault(u.bare, []).append(u)
     asking_blocks = {
-        b for b, us in blocks.items() if len(us) >= 2 and 3 * sum(map(_asks, us)) >= 2 * len(us)
+        b
+        for b, us in blocks.items()
+        if len(us) >= 2 and 3 * sum(_asks(u) or _is_request(u.text) for u in us) >= 2 * len(us)
     }
     chosen: list[tuple[_Unit, float]] = []
-    for u in units:
+    for k, u in enumerate(units):
         masked = _masked(u.text)
+        if k and _THEN.match(u.text) and not u.item:
+            before = units[k - 1]
+            taken = bool(chosen) and chosen[-1][0] is before
+            if not taken and not before.item and _SENTENCE_END.search(_masked(before.text)):
+                chosen.append((before, 0.6))  # "Draft a bio. Then shorten it."
         if u.item:
             if list_ok:
                 chosen.append((u, 0.95 if _QUESTION_END.search(masked) else 0.85))
@@ -434,6 +475,16 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
             chosen.append((u, 0.65))  # "Also what's the best way to move my files over."
         elif _is_request(u.text) and (_SENTENCE_END.search(masked) or u.bare is not None):
             chosen.append((u, 0.6))
+    # "Who buys a car in December? But my lease ends ...": a question the user answers
+    # or sets aside with a "but" statement was rhetorical, context for what follows.
+    position = {id(u): k for k, u in enumerate(units)}
+    chosen = [
+        (u, c)
+        for u, c in chosen
+        if u.item
+        or not _QUESTION_END.search(_masked(u.text))
+        or not _rhetorical(u, units[position[id(u)] + 1 : position[id(u)] + 2])
+    ]
     # "Anyway, can you ...?": what came before the pivot was context.
     pivots = [k for k, (u, _) in enumerate(chosen) if not u.item and _PIVOT.match(u.text)]
     if pivots:
@@ -452,9 +503,26 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
     # So are leading ones ("次の質問に答えてください。"): the preamble.
     while chosen and _instruction(chosen[-1][0]):
         chosen.pop()
-    while chosen and _instruction(chosen[0][0]):
+    while chosen and _instruction(chosen[0][0]) and _ANSWER_WORD.search(chosen[0][0].text):
         chosen.pop(0)
-    return chosen
+    return [(_without_greeting(u), c) for u, c in chosen]
+
+
+def _rhetorical(question: _Unit, following: Sequence[_Unit]) -> bool:
+    return bool(
+        following
+        and not following[0].item
+        and _BUT.match(following[0].text)
+        and not _QUESTION_END.search(_masked(following[0].text))
+    )
+
+
+def _without_greeting(u: _Unit) -> _Unit:
+    """ "Hi, which plan has SSO?": the greeting is shared text, not part of the question."""
+    m = _GREETING.match(u.text)
+    if m is None or u.item:
+        return u
+    return _Unit(u.text[m.end() :], u.start + m.end(), u.end, u.label, u.item, u.clause, u.bare)
 
 
 def _instruction(u: _Unit) -> bool:
@@ -503,7 +571,9 @@ def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
         return True
     # Mostly questions or requests, and nothing as short as an option ("Oxygen", "押韵").
     parts = sum(_item_is_part(u.text) or _is_request(u.text) for u in items)
-    return 3 * parts >= 2 * len(items) and not any(_fragment(u.text) for u in items)
+    return 3 * parts >= 2 * len(items) and not any(
+        _fragment(u.text) and not (_item_is_part(u.text) or _is_request(u.text)) for u in items
+    )
 
 
 def _fragment(text: str) -> bool:
