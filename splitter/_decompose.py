@@ -214,7 +214,8 @@ _TASK_START = re.compile(
     r"fix|check|correct|improve|review|analy[sz]e|evaluate|identify|classify|provide|"
     r"erkläre|beschreibe|schreibe?|nenne|übersetze|explica|describe|escribe|traduce|"
     r"объясни|опиши|напиши|переведи|перечисли|écris|explique|décris|traduis|utilise|"
-    r"請|请|帮我|幫我|给我|給我|用\S{1,12}写|列出|写|寫|解释|介绍|说明)",
+    r"請|请|帮我|幫我|给我|給我|用\S{1,12}写|列出|写|寫|解释|介绍|说明|求|计算|計算|证明|證明|"
+    r"判断|判斷|化简|化簡|比较|比較|分析|举例|舉例)",
     re.I,
 )
 _STEP_START = re.compile(
@@ -377,7 +378,7 @@ def _inline_items(prompt: str, masked: str, start: int, end: int) -> list[_Unit]
         for unit in _unit(prompt, m.end(), stop):
             unit.label, unit.item = m.group("m") or m.group("cm"), True
             items.append(unit)
-    if len(items) < 2 or not all(_item_is_part(u.text) for u in items):
+    if len(items) < 2 or not _mostly_parts(items):
         return []
     return out + items
 
@@ -567,12 +568,17 @@ def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
         return False  # "Write a poem that:", "要求：", "Some facts:" — not questions
     if _QUESTION_END.search(_masked(lead)) and _OPTIONS_LEAD.search(lead):
         return False  # "Which of these ...?" and its options
+    return _mostly_parts(items)
+
+
+def _mostly_parts(items: Sequence[_Unit]) -> bool:
+    """All questions or requests; or two thirds of them, the rest not as short as an
+    option ("Oxygen", "押韵")."""
     if all(_item_is_part(u.text) for u in items):
         return True
-    # Mostly questions or requests, and nothing as short as an option ("Oxygen", "押韵").
-    parts = sum(_item_is_part(u.text) or _is_request(u.text) for u in items)
+    parts = sum(_item_is_part(u.text) for u in items)
     return 3 * parts >= 2 * len(items) and not any(
-        _fragment(u.text) and not (_item_is_part(u.text) or _is_request(u.text)) for u in items
+        _fragment(u.text) and not _item_is_part(u.text) for u in items
     )
 
 
