@@ -192,6 +192,7 @@ class ServiceModel:
             self._rtt_sum = self._rtt_sum * _DECAY + max(0.0, obs.latency - target)
             self._rtt_weight = self._rtt_weight * _DECAY + 1
         queue = obs.queue or {}
+        rtt = self._rtt_sum / self._rtt_weight if self._rtt_weight else 0.0
         no_limit = queue.get(None, (0.0, obs.concurrency))
         x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
         predicted = _dot(x, self._prior_theta(includes_rtt))
@@ -204,6 +205,11 @@ class ServiceModel:
             # not the engine's, and only the sequences holding a slot shared its decode.
             fallback = (0.0, min(obs.concurrency, fit.slots or obs.concurrency))
             wait, running = queue.get(fit.slots, fallback)
+            if not includes_rtt:
+                # The wait was timed on our clock, from sending to the response that freed
+                # the slot; at the server it began half a round trip after we sent and
+                # ended half a round trip before that response reached us.
+                wait = max(0.0, wait - rtt)
             served = max(0.0, target - wait)
             fit.add(float(obs.input_tokens), float(obs.output_tokens), running, served)
         self.observations += 1
