@@ -4,7 +4,8 @@ Runs against any OpenAI-compatible endpoint named by OPENAI_BASE_URL / OPENAI_AP
 for example the bundled simulator:
 
     python -m splitter.sim --port 8000 &
-    OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=sk-sim python examples/compound_prompt.py
+    export OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=sk-sim
+    python examples/compound_prompt.py
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
 from ._exceptions import (
     APIConnectionError,
@@ -79,6 +80,7 @@ __all__ = [
     "aask_many",
     "ask_many",
     "decompose",
+    "wrap",
 ]
 
 # Reprs, tracebacks and docs show the public path, not the private module.

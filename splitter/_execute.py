@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskStatus
 from tenacity import RetryCallState
 
 from ._budget import Kind
@@ -99,11 +101,14 @@ class Executor:
         try:
             with anyio.move_on_after(deadline):
                 async with anyio.create_task_group() as tg:
+                    # In plan order: each request is started once the one before holds a
+                    # slot, so the order the planner chose (longest or most-awaited first)
+                    # is the order slots and budget are taken in, on any event loop.
                     for group in plan.chosen.groups:
                         if group.merged:
-                            tg.start_soon(run.merged, group)
+                            await tg.start(run.merged, group)
                         else:
-                            tg.start_soon(run.single, group.indexes[0], "single")
+                            await tg.start(run.single, group.indexes[0], "single")
         finally:
             self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
@@ -155,12 +160,15 @@ class _Run:
             return count_tokens(self.questions[index].text, self.spec.model)
         return item.input_tokens + (item.max_tokens or item.output_tokens)
 
-    async def single(self, index: int, via: Via) -> None:
+    async def single(
+        self, index: int, via: Via, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED
+    ) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        outcome, attempts = await self._send(
-            self.spec.messages(question.text), params, self._reserve_single(index)
-        )
+        with _Started(task_status) as started:
+            outcome, attempts = await self._send(
+                self.spec.messages(question.text), params, self._reserve_single(index), started
+            )
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
             return
@@ -183,11 +191,16 @@ class _Run:
         if self.on_answer is not None:
             self.on_answer(answer)
 
-    async def merged(self, group: Group) -> None:
+    async def merged(
+        self, group: Group, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED
+    ) -> None:
         prompt = build_merged_prompt([self.questions[i].text for i in group.indexes])
         params = self.spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
-        outcome, attempts = await self._send(self.spec.messages(prompt.text), params, reserve)
+        with _Started(task_status) as started:
+            outcome, attempts = await self._send(
+                self.spec.messages(prompt.text), params, reserve, started
+            )
         if isinstance(outcome, SplitterError):
             await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
             return
@@ -222,16 +235,21 @@ class _Run:
                 tg.start_soon(self.single, index, "repair")
 
     async def _send(
-        self, messages: list[dict[str, Any]], params: dict[str, Any], reserve: int
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        reserve: int,
+        started: _Started | None = None,
     ) -> tuple[Completion | SplitterError, int]:
-        """One logical request with its retries: the completion, or the final error."""
+        """One logical request with its retries: the completion, or the final error.
+        ``started`` fires once its first attempt holds a concurrency slot."""
         attempts = 0
         try:
             self._check_fits(reserve)
             async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
                 with attempt:
                     attempts += 1
-                    return await self._attempt(messages, params, reserve), attempts
+                    return await self._attempt(messages, params, reserve, started), attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
@@ -247,7 +265,11 @@ class _Run:
             )
 
     async def _attempt(
-        self, messages: list[dict[str, Any]], params: dict[str, Any], reserve: int
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        reserve: int,
+        started: _Started | None = None,
     ) -> Completion:
         timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
         budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
@@ -255,6 +277,8 @@ class _Run:
         # backoff. Taking it before the budget means that while the limits are still
         # unknown, only one slot-full of requests goes out before the headers teach them.
         async with self.limiter:
+            if started is not None:
+                started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
             reservation = await budget.acquire(reserve) if budget is not None else None
             self.counters.requests += 1
@@ -307,6 +331,27 @@ class _Run:
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )
+
+
+class _Started:
+    """Tells ``TaskGroup.start`` a request is under way: once it holds a slot, or when it
+    ends without ever needing one (e.g. refused before sending)."""
+
+    def __init__(self, status: TaskStatus[None]) -> None:
+        self._status = status
+        self._fired = False
+
+    def fire(self) -> None:
+        if not self._fired:
+            self._fired = True
+            self._status.started()
+
+    def __enter__(self) -> _Started:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.fire()
 
 
 def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:

@@ -1,0 +1,109 @@
+"""A compound prompt through ``wrap(AsyncOpenAI)`` against the same client unwrapped.
+
+The prompt asks N independent questions in one numbered list, each answered in TOKENS
+tokens (the simulator's ``[len=N]`` marker). Unwrapped, the client sends it as one request
+and the service decodes the N answers in one serial stream; wrapped, splitter splits it into
+N parts, plans them (after learning the service from the warm-up round) and runs them
+concurrently, then returns one ``ChatCompletion``. Both run against one ``SimService`` on the
+GPU-API profile (``gpt-4o-mini``) over real loopback HTTP, round after round, alternating
+which goes first; printed: the median wall time of each (simulated seconds = real / scale),
+their ratio, and the physical limit (one answer alone: RTT + TTFT + TOKENS x TPOT(N)).
+It is a measurement: it exits 0 whatever the ratio.
+
+Run from the repository root::
+
+    python bench/wrap_speedup.py [--questions 5] [--tokens 200] [--rounds 5] [--scale 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+import openai
+
+import splitter
+from splitter.sim import PROFILES, SimService, serve
+
+TOPICS = (
+    "photosynthesis",
+    "plate tectonics",
+    "the immune system",
+    "compilers",
+    "inflation",
+    "black holes",
+    "the French Revolution",
+    "vaccines",
+    "neural networks",
+    "tides",
+)
+
+
+def prompt(n: int, tokens: int) -> str:
+    lines = [
+        f"{i + 1}. Explain {TOPICS[i % len(TOPICS)]} in detail. [len={tokens}]" for i in range(n)
+    ]
+    return "Please answer each of these separately:\n" + "\n".join(lines)
+
+
+async def timed(client: openai.AsyncOpenAI, text: str) -> tuple[float, object]:
+    started = time.perf_counter()
+    completion = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": text}]
+    )
+    return time.perf_counter() - started, completion
+
+
+async def run(args: argparse.Namespace) -> int:
+    service = SimService("gpt-4o-mini", time_scale=args.scale)
+    text = prompt(args.questions, args.tokens)
+    with serve(service) as base_url:
+        async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-sim", max_retries=0) as plain:
+            wrapped = splitter.wrap(plain)
+            await timed(plain, text)  # warm-up: connections, imports
+            _, first = await timed(wrapped, text)  # and splitter's first look at the service
+            if getattr(first, "splitter_details", None) is None:
+                print("the wrapped client did not split the prompt", file=sys.stderr)
+                return 1
+            times: dict[str, list[float]] = {"unwrapped": [], "wrapped": []}
+            for r in range(args.rounds):
+                order = [("unwrapped", plain), ("wrapped", wrapped)]
+                for name, client in order if r % 2 == 0 else order[::-1]:
+                    seconds, _ = await timed(client, text)
+                    times[name].append(seconds / args.scale)
+    profile = PROFILES["gpt-4o-mini"]
+    limit = profile.rtt + profile.ttft0 + args.tokens * profile.step_seconds(args.questions)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    print(
+        f"{args.questions} questions x {args.tokens} tokens, gpt-4o-mini profile, "
+        f"scale {args.scale}, {args.rounds} rounds (simulated seconds)"
+    )
+    print(f"{'arm':<10}{'median':>9}{'min':>9}{'max':>9}")
+    for name, ts in times.items():
+        print(f"{name:<10}{med[name]:>9.2f}{min(ts):>9.2f}{max(ts):>9.2f}")
+    print(
+        f"speed-up wrapped vs unwrapped: {med['unwrapped'] / med['wrapped']:.2f}x "
+        f"(N = {args.questions})"
+    )
+    print(
+        f"physical limit (one answer alone at TPOT({args.questions})): {limit:.2f}s; "
+        f"wrapped / limit = {med['wrapped'] / limit:.2f}"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=0.2)
+    return asyncio.run(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

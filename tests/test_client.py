@@ -1,0 +1,177 @@
+"""wrap(client): ordinary openai-python code runs unchanged; compound prompts are split."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from openai.types import CreateEmbeddingResponse
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response
+
+import splitter
+from splitter import CompoundAnswer, Policy
+from splitter.sim import SimService
+
+pytestmark = pytest.mark.anyio
+
+# openai's AsyncStream leaves its event iterator unclosed at [DONE]; trio's async-generator
+# finalizer warns about it (see tests/sim/test_api.py). Not splitter's doing.
+OPENAI_TRIO_STREAM_LEAK = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <async_generator object (SSEDecoder|AsyncStream|Response)\\."
+    ":pytest.PytestUnraisableExceptionWarning"
+)
+
+DETAILS = "splitter_details"  # where a split request keeps its CompoundAnswer
+COMPOUND = "Please answer separately:\n1. Why is the sky blue?\n2. How many legs has a spider?"
+
+
+async def ordinary_usage(client: openai.AsyncOpenAI) -> list[object]:
+    """An unmodified snippet of everyday openai-python usage."""
+    out: list[object] = []
+    out.append(
+        await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Say hi."}]
+        )
+    )
+    async with await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Count."}], stream=True
+    ) as stream:
+        out.append([chunk async for chunk in stream])
+    out.append(await client.responses.create(model="gpt-4o-mini", input="Say hi."))
+    out.append(await client.embeddings.create(model="text-embedding-3-small", input="hi"))
+    out.append([m.id async for m in client.models.list()])
+    raw = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": COMPOUND}]
+    )
+    out.append(raw.parse())
+    return out
+
+
+@OPENAI_TRIO_STREAM_LEAK
+async def test_everyday_openai_code_returns_the_same_types_when_wrapped() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        before = await ordinary_usage(plain)
+        wrapped = splitter.wrap(plain)
+        assert isinstance(wrapped, openai.AsyncOpenAI)
+        after = await ordinary_usage(wrapped)
+    for was, now in zip(before, after, strict=True):
+        assert type(was) is type(now)
+    assert isinstance(after[0], ChatCompletion)
+    assert all(isinstance(c, ChatCompletionChunk) for c in after[1])  # type: ignore[attr-defined]
+    assert isinstance(after[2], Response)
+    assert isinstance(after[3], CreateEmbeddingResponse)
+    assert after[4] == before[4]
+    # with_raw_response is the raw door: one request, never split.
+    assert isinstance(after[5], ChatCompletion)
+    assert not hasattr(after[5], DETAILS)
+
+
+async def test_a_compound_prompt_comes_back_as_one_chat_completion() -> None:
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        completion = await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[
+                {"role": "system", "content": "Be concise."},
+                {"role": "user", "content": COMPOUND},
+            ],
+            temperature=0,
+        )
+    assert isinstance(completion, ChatCompletion)
+    details = getattr(completion, DETAILS)
+    assert isinstance(details, CompoundAnswer)
+    assert len(details.parts) == 2
+    assert completion.choices[0].message.content == details.text
+    assert details.text.startswith("1. ")
+    assert "\n\n2. " in details.text
+    assert completion.usage is not None
+    assert completion.usage.total_tokens == details.usage.total_tokens
+    assert DETAILS not in completion.model_dump()
+    assert len(service.log) == 2  # one request per part, none for the whole
+    assert all(r.user_text.startswith("Please answer separately:") for r in service.log)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+        {"response_format": {"type": "json_object"}},
+    ],
+    ids=["tools", "json-mode"],
+)
+async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, object]) -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        completion = await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": COMPOUND}],
+            **extra,  # type: ignore[arg-type]
+        )
+    assert not hasattr(completion, DETAILS)
+    assert len(service.log) == 1
+
+
+async def test_n_above_one_goes_to_the_service_as_it_is() -> None:
+    """The simulator refuses n=2 (as some servers do): the caller sees that refusal."""
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        with pytest.raises(openai.BadRequestError, match="n=1"):
+            await splitter.wrap(plain).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": COMPOUND}], n=2
+            )
+    assert len(service.log) == 1
+
+
+async def test_conversations_and_content_parts_are_never_split() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        history = await client.chat.completions.create(
+            model="m",
+            messages=[
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello!"},
+                {"role": "user", "content": COMPOUND},
+            ],
+        )
+        parts = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": [{"type": "text", "text": COMPOUND}]}]
+        )
+    for completion in (history, parts):
+        assert not hasattr(completion, DETAILS)
+    assert len(service.log) == 2
+
+
+async def test_with_options_and_copies_keep_splitting() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout")).with_options(timeout=30)
+        assert isinstance(client, openai.AsyncOpenAI)
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}]
+        )
+    assert hasattr(completion, DETAILS)
+    assert len(service.log) == 2
+
+
+def test_sync_client_is_wrapped_too() -> None:
+    service = SimService("instant")
+    with (
+        splitter.sim.serve(service) as base_url,
+        openai.OpenAI(base_url=base_url, api_key="sk-sim") as plain,
+    ):
+        client = splitter.wrap(plain)
+        assert isinstance(client, openai.OpenAI)
+        completion = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}]
+        )
+        assert client.models.list().data
+    assert hasattr(completion, DETAILS)
+
+
+def test_wrap_refuses_what_is_not_an_openai_client() -> None:
+    with pytest.raises(TypeError, match=r"openai\.OpenAI or openai\.AsyncOpenAI"):
+        splitter.wrap(object())  # type: ignore[type-var]
