@@ -12,6 +12,7 @@ __all__ = ["HEADROOM", "RESERVE", "Bucket"]
 
 HEADROOM = 0.97  # we spend at this fraction of the service's refill rate
 RESERVE = 0.1  # after a 429, leave this fraction of the limit in the service's bucket
+_RESET_ROUNDING = 0.0005  # reset headers are given to the millisecond
 
 
 @dataclass(slots=True)
@@ -32,8 +33,9 @@ class Bucket:
     share: float = 1.0  # fraction of the limit this process may use (a shared budget's fallback)
     blocked_until: float = 0.0
     last_shift: float = -math.inf
-    measured_from: float = 0.0  # the deficit the rate was measured at (0: assumed limit/60)
-    exact: bool = False  # measured with requests still left (so no hidden debt)
+    measured_from: float = 0.0  # the largest deficit a rate was read from (0: assumed)
+    rate_low: float = 0.0  # what the readings so far allow the refill rate to be
+    rate_high: float = math.inf
 
     @classmethod
     def per_minute(cls, limit: int | None, *, burst: float, now: float) -> Bucket:
@@ -82,6 +84,30 @@ class Bucket:
         if self.known:
             self.level, self.at = min(self.capacity, self.level_at(now) + amount), now
 
+    def learn_rate(self, limit: float, remaining: float, reset: float) -> None:
+        """Narrow the refill rate down with one reading.
+
+        ``remaining`` is the service's level rounded down to a whole number and ``reset`` the
+        time it needs to refill to ``limit``, rounded to the millisecond. The reading comes
+        right after the service counted our request, so its level is at most ``limit - 1``:
+        the true deficit lies in [max(1, d - 1), d] for the reported d (and is unbounded
+        above at "remaining: 0", where the bucket may be in debt). Each reading bounds the
+        rate; the bounds of all readings are intersected, and the budget spends at the
+        lower one, so a rounded-down ``remaining`` can never make it overtake the service.
+        Readings that contradict the bounds mean the limit changed: they start afresh.
+        """
+        deficit = limit - remaining
+        if deficit < 1:
+            return
+        low = max(1.0, deficit - 1) / (reset + _RESET_ROUNDING)
+        high = deficit / max(reset - _RESET_ROUNDING, 1e-9) if remaining >= 1 else math.inf
+        if low > self.rate_high or high < self.rate_low:
+            self.rate_low, self.rate_high = low, high
+        else:
+            self.rate_low, self.rate_high = max(self.rate_low, low), min(self.rate_high, high)
+        self.rate = self.rate_low
+        self.measured_from = max(self.measured_from, deficit)
+
     def window(self) -> float | None:
         """Seconds the service takes to refill this limit from empty, if measured."""
         measured = self.measured_from > 0
@@ -124,19 +150,8 @@ class Bucket:
                 self.level, self.at = self.capacity, now
         # The reset is the time to refill to the limit: it tells the true rate, which
         # differs from limit/60 on services with other windows (or a simulator's time scale).
-        # ``remaining`` is a whole number while the reset is not, so a deficit can be off by
-        # a fraction of a unit: the reading with the largest deficit is the most precise.
-        # At "remaining: 0" the bucket may be in debt, which only the reset shows: such a
-        # reading underestimates the rate and serves only until an exact one arrives.
-        deficit = (self.limit or 0.0) - (remaining if remaining is not None else math.inf)
-        exact = remaining is not None and remaining >= 1
-        better = deficit >= self.measured_from if exact == self.exact else exact
-        # A pace too slow to ever see a deficit of two must still learn: one is enough.
-        if reset and deficit >= 1 and better:
-            # A reading comes right after the service counted our request, so even a deficit
-            # of one is whole, not a rounded fraction.
-            self.rate = deficit / reset
-            self.measured_from, self.exact = deficit, exact
+        if self.limit and remaining is not None and reset:
+            self.learn_rate(self.limit, remaining, reset)
         if remaining is not None and self.known:
             # Never believe we have more than the service says (others share the key).
             self.level, self.at = min(self.level_at(now), remaining), now

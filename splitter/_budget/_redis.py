@@ -41,6 +41,7 @@ local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local HEAD, BURST, TTL = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local ROUNDING = 0.0005
 local function get(k, f) return tonumber(redis.call('HGET', key, k .. ':' .. f)) end
 local function set(k, f, v) redis.call('HSET', key, k .. ':' .. f, tostring(v)) end
 local function known(k) return get(k, 'limit') ~= nil and get(k, 'rate') ~= nil end
@@ -116,15 +117,23 @@ for i, k in ipairs({'requests', 'tokens'}) do
     if get(k, 'rate') == nil then set(k, 'rate', limit / 60) end
   end
   local have = get(k, 'limit')
-  if have and remaining and reset and reset > 0 then
+  if have and remaining and reset and reset > 0 and have - remaining >= 1 then
+    -- Bucket.learn_rate: intersect the bounds each reading puts on the rate; spend at the
+    -- lower one. An absent 'hi' is no upper bound yet.
     local deficit = have - remaining
-    local exact, was_exact = remaining >= 1, (get(k, 'exact') or 0) == 1
-    local better = exact and not was_exact
-    if exact == was_exact then better = deficit >= (get(k, 'measured') or 0) end
-    if deficit >= 1 and better then
-      set(k, 'rate', deficit / reset); set(k, 'measured', deficit)
-      if exact then set(k, 'exact', 1) else set(k, 'exact', 0) end
+    local low = math.max(1, deficit - 1) / (reset + ROUNDING)
+    local high = nil
+    if remaining >= 1 then high = deficit / math.max(reset - ROUNDING, 1e-9) end
+    local lo, hi = get(k, 'lo') or 0, get(k, 'hi')
+    if (hi and low > hi) or (high and high < lo) then
+      lo, hi = low, high
+    else
+      lo = math.max(lo, low)
+      if high and (not hi or high < hi) then hi = high end
     end
+    set(k, 'lo', lo)
+    if hi then set(k, 'hi', hi) else redis.call('HDEL', key, k .. ':hi') end
+    set(k, 'rate', lo); set(k, 'measured', math.max(get(k, 'measured') or 0, deficit))
   end
   if remaining and known(k) then
     set(k, 'level', math.min(level_at(k), remaining)); set(k, 'at', now)

@@ -103,7 +103,9 @@ async def test_a_429_moves_every_booked_request_back() -> None:
 
 
 async def test_headers_teach_limits_and_the_true_refill_rate() -> None:
-    """Limits come from x-ratelimit-limit-*, the rate from remaining and reset ("6m0s"...)."""
+    """Limits come from x-ratelimit-limit-*, the rate from remaining and reset ("6m0s"...):
+    the reported remaining is rounded down, so one reading leaves up to one unit of doubt
+    about the deficit, and the budget takes the slower end."""
     clock = Clock()
     budget = _budget(clock, burst=1.0)
     await budget.sync(
@@ -118,8 +120,8 @@ async def test_headers_teach_limits_and_the_true_refill_rate() -> None:
     )
     snap = budget.snapshot()
     assert (snap.remaining_requests, snap.remaining_tokens) == (30, 39000)
-    assert snap.requests_per_second == pytest.approx(100)
-    assert snap.tokens_per_second == pytest.approx(1000 / 90)
+    assert snap.requests_per_second == pytest.approx(29 / 0.3005)  # 100 per second at most
+    assert snap.tokens_per_second == pytest.approx(999 / 90.0005)
 
 
 async def test_headers_never_raise_our_level_above_what_we_booked() -> None:
@@ -159,11 +161,25 @@ async def test_an_empty_bucket_reading_is_only_provisional() -> None:
     clock = Clock()
     budget = _budget(clock, burst=1.0)
     await budget.sync(_limit_headers(60, 0, "1m3s"))  # 3 s of hidden debt
-    assert budget.snapshot().requests_per_second == pytest.approx(60 / 63)
-    await budget.sync(_limit_headers(60, 30, "30s"))
-    assert budget.snapshot().requests_per_second == pytest.approx(1.0)
+    assert budget.snapshot().requests_per_second == pytest.approx(59 / 63, rel=1e-4)
+    await budget.sync(_limit_headers(60, 59, "1s"))  # a full bucket less our request: exact
+    assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=1e-3)
     await budget.sync(_limit_headers(60, 0, "2m"))  # an empty reading never overrides it
-    assert budget.snapshot().requests_per_second == pytest.approx(1.0)
+    assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=1e-3)
+
+
+async def test_a_rounded_down_remaining_cannot_double_the_rate() -> None:
+    """A bucket refilled to just under full reports one unit less than it holds: "3 of 5
+    left, 12.12 s to full" fits a rate of 1/12 as well as 2/12. Readings are intersected and
+    the slower end is kept, so the budget never paces faster than the service refills."""
+    clock = Clock()
+    budget = _budget(clock, burst=1.0)
+    await budget.sync(_limit_headers(5, 3, "12.12s"))
+    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12.1205)
+    await budget.sync(_limit_headers(5, 4, "12s"))  # a full bucket less our request: exact
+    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12, rel=1e-4)
+    await budget.sync(_limit_headers(5, 3, "12.12s"))  # no longer moves it up
+    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12, rel=1e-4)
 
 
 async def test_a_limit_of_one_still_teaches_its_rate() -> None:
@@ -171,4 +187,4 @@ async def test_a_limit_of_one_still_teaches_its_rate() -> None:
     clock = Clock()
     budget = _budget(clock, burst=1.0)
     await budget.sync(_limit_headers(1, 0, "600ms"))  # a time-scaled "minute"
-    assert budget.snapshot().requests_per_second == pytest.approx(1 / 0.6)
+    assert budget.snapshot().requests_per_second == pytest.approx(1 / 0.6, rel=1e-3)
