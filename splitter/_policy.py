@@ -190,3 +190,10 @@ class Policy(_Config):
     expected_output_tokens: int = Field(
         200, ge=1, description="Answer length assumed when nothing better is known."
     )
+    aggregate_window_ms: float | None = Field(
+        None,
+        ge=0,
+        description="Splitter.aask_one: calls sharing an isolation_key (and model, system and "
+        "keywords) that arrive within this many milliseconds of the first are planned as one "
+        "batch, so a tight budget can merge them; None: every call is asked alone.",
+    )

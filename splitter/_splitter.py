@@ -14,6 +14,7 @@ from typing import Any, Literal
 import openai
 from pydantic import ValidationError
 
+from ._aggregate import Aggregator, BatchKey, batch_key
 from ._dag import Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
@@ -63,6 +64,7 @@ class Splitter:
         self.model = model
         self._client = client
         self._endpoints: dict[tuple[str, str], Endpoint] = {}
+        self._aggregator: Aggregator | None = None  # made by the first aask_one that needs it
 
     def __repr__(self) -> str:
         return f"Splitter(model={self.model!r}, policy={self.policy!r})"
@@ -174,6 +176,94 @@ class Splitter:
             )
 
         return run_sync(call)
+
+    async def aask_one(
+        self,
+        question: QuestionLike,
+        *,
+        isolation_key: str | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Answer:
+        """Answer one question, planned together with concurrent calls of the same tenant.
+
+        With ``Policy.aggregate_window_ms`` set and an ``isolation_key``, calls with the same
+        key, model, system prompt and keywords that arrive on this event loop within the
+        window of the first are answered by one :meth:`aask_many` call, so the planner may
+        merge them when the rate-limit budget is tight; each caller gets its own answer
+        (index 0, its own ``Question``). Different keys never share a batch, so never a
+        prompt: use one key per user or tenant whose questions may be seen together.
+        Without a key (the default) or a window, the call is asked alone. Bad input raises
+        ``InvalidInputError`` to its own caller before it joins a batch. See
+        docs/aggregate.md.
+        """
+        joined = self._aggregation(question, isolation_key, model, system, params)
+        if joined is None:
+            return (await self.aask_many([question], model=model, system=system, **params))[0]
+        item, key, window = joined
+
+        async def run(batch: list[Question]) -> BatchResult:
+            return await self.aask_many(batch, model=key.model, system=system, **params)
+
+        return await self._aggregator_of_calls().aanswer(item, key, window, run)
+
+    def ask_one(
+        self,
+        question: QuestionLike,
+        *,
+        isolation_key: str | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Answer:
+        """The sync twin of :meth:`aask_one`. Sync calls aggregate with sync calls from any
+        thread of the process (never with async ones): the first caller's thread waits the
+        window and asks the batch, the others block until it is answered."""
+        joined = self._aggregation(question, isolation_key, model, system, params)
+        if joined is None:
+
+            async def call() -> Answer:
+                return await self.aask_one(question, model=model, system=system, **params)
+
+            return run_sync(call)
+        item, key, window = joined
+
+        def run(batch: list[Question]) -> BatchResult:
+            return self.ask_many(batch, model=key.model, system=system, **params)
+
+        return self._aggregator_of_calls().answer(item, key, window, run)
+
+    def _aggregation(
+        self,
+        question: QuestionLike,
+        isolation_key: str | None,
+        model: str | None,
+        system: str | None,
+        params: dict[str, Any],
+    ) -> tuple[Question, BatchKey, float] | None:
+        """The checked question, the batch it may join and the window in seconds; None
+        when the call is to be asked alone. The checks are those :meth:`aask_many` makes,
+        run here for this call alone, so one caller's bad input fails only that caller."""
+        if isolation_key is not None and not isinstance(isolation_key, str):
+            raise InvalidInputError(
+                f"isolation_key must be a str or None, not {type(isolation_key).__name__}"
+            )
+        window = self.policy.aggregate_window_ms
+        if window is None or isolation_key is None:
+            return None
+        chosen_model = self._model(model)
+        (item,) = normalize_questions([question], policy=self.policy, model=chosen_model)
+        build_graph([item])  # a lone question may refer to nothing: fail it now, alone
+        self._params(dict(params))
+        key = batch_key(isolation_key, chosen_model, system, params)
+        return None if key is None else (item, key, window / 1000)
+
+    def _aggregator_of_calls(self) -> Aggregator:
+        with Aggregator.creation_lock:
+            if self._aggregator is None:
+                self._aggregator = Aggregator()
+            return self._aggregator
 
     def _llm_decomposition_pays(self, prompt: str, heuristic: Decomposition, model: str) -> bool:
         """Is a decomposition call cheap beside answering the prompt? Priced with what the
