@@ -22,6 +22,7 @@ from ._exceptions import (
     RateLimitError,
     ServerError,
     SplitterError,
+    StreamInterruptedError,
 )
 from ._planner import Candidate, Group, Plan
 from ._policy import (
@@ -36,6 +37,7 @@ from ._policy import (
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
+from ._stream import AnswerStream, StreamEvent
 
 __version__ = "0.1.0.dev0"
 
@@ -45,6 +47,7 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "Answer",
+    "AnswerStream",
     "BatchResult",
     "BudgetError",
     "Candidate",
@@ -74,6 +77,8 @@ __all__ = [
     "SharedBudget",
     "Splitter",
     "SplitterError",
+    "StreamEvent",
+    "StreamInterruptedError",
     "Usage",
     "Weighted",
     "__version__",

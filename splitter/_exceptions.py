@@ -9,7 +9,8 @@
     │   │   └── ServerError                    5xx: retried
     │   ├── APIConnectionError                 no usable HTTP response (reset, refused, ...)
     │   │   └── APITimeoutError                the per-request timeout passed
-    │   └── InvalidResponseError               a 2xx whose body holds no answer
+    │   ├── InvalidResponseError               a 2xx whose body holds no answer
+    │   └── StreamInterruptedError             a stream broke after you saw part of it: not retried
     ├── BudgetError                            a request larger than the whole token budget
     ├── DeadlineExceededError                  the batch deadline passed before this question's turn
     ├── DependencyError                        not asked: a question it depends on failed
@@ -43,6 +44,7 @@ __all__ = [
     "RateLimitError",
     "ServerError",
     "SplitterError",
+    "StreamInterruptedError",
 ]
 
 
@@ -110,6 +112,11 @@ class APITimeoutError(APIConnectionError):
 
 class InvalidResponseError(APIError):
     """The service answered 2xx but the body holds no usable answer."""
+
+
+class StreamInterruptedError(APIError):
+    """A streamed answer broke off after part of it had reached you; it is not re-asked,
+    because a second attempt could not continue the text you were already shown."""
 
 
 class BudgetError(SplitterError):

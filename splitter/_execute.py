@@ -10,6 +10,7 @@ Every successful response teaches the endpoint's service model and budget.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,8 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from anyio import TASK_STATUS_IGNORED
-from anyio.abc import TaskStatus
 from tenacity import RetryCallState
 
 from ._budget import Kind
@@ -31,6 +30,7 @@ from ._exceptions import (
     RateLimitError,
     ServerError,
     SplitterError,
+    StreamInterruptedError,
 )
 from ._headers import parse_count
 from ._merge import build_merged_prompt, parse_merged
@@ -40,6 +40,7 @@ from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
 from ._service_model import Observation
+from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]
 
@@ -92,23 +93,30 @@ class Executor:
         spec: RequestSpec,
         *,
         on_answer: Callable[[Answer], None] | None = None,
+        relay: Relay | None = None,
+        positions: Sequence[int] | None = None,
     ) -> BatchResult:
         """Send ``plan``; ``on_answer`` sees each answer as it is stored (a repaired
-        question's final answer only)."""
+        question's final answer only). With a ``relay``, questions asked alone are streamed
+        into it, as question ``positions[i]`` (default: ``i``)."""
         started = time.perf_counter()
         run = _Run(self, questions, spec, plan, on_answer)
+        if relay is not None:
+            run.stream_to(relay, positions if positions is not None else range(len(questions)))
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
                 async with anyio.create_task_group() as tg:
-                    # In plan order: each request is started once the one before holds a
-                    # slot, so the order the planner chose (longest or most-awaited first)
-                    # is the order slots and budget are taken in, on any event loop.
-                    for group in plan.chosen.groups:
+                    # Each request takes its slot (and then its budget) only after the one
+                    # before it in the plan has, so the order the planner chose (longest or
+                    # most-awaited first) holds on any event loop, trio's included.
+                    turns = _Turns()
+                    for ticket, group in enumerate(plan.chosen.groups):
                         if group.merged:
-                            await tg.start(run.merged, group)
+                            tg.start_soon(run.merged, group, _Started(turns, ticket))
                         else:
-                            await tg.start(run.single, group.indexes[0], "single")
+                            place = _Started(turns, ticket)
+                            tg.start_soon(run.single, group.indexes[0], "single", place)
         finally:
             self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
@@ -152,6 +160,11 @@ class _Run:
         self.limiter = self.endpoint.concurrency.limiter()
         self.counters = _Counters()
         self.on_answer = on_answer
+        self.relay: Relay | None = None
+        self.positions: Sequence[int] = ()
+
+    def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
+        self.relay, self.positions = relay, positions
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -160,14 +173,16 @@ class _Run:
             return count_tokens(self.questions[index].text, self.spec.model)
         return item.input_tokens + (item.max_tokens or item.output_tokens)
 
-    async def single(
-        self, index: int, via: Via, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED
-    ) -> None:
+    async def single(self, index: int, via: Via, started: _Started | None = None) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        with _Started(task_status) as started:
+        with started or _Started.unordered():
             outcome, attempts = await self._send(
-                self.spec.messages(question.text), params, self._reserve_single(index), started
+                self.spec.messages(question.text),
+                params,
+                self._reserve_single(index),
+                started,
+                streamed=index,
             )
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
@@ -191,13 +206,11 @@ class _Run:
         if self.on_answer is not None:
             self.on_answer(answer)
 
-    async def merged(
-        self, group: Group, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED
-    ) -> None:
+    async def merged(self, group: Group, started: _Started) -> None:
         prompt = build_merged_prompt([self.questions[i].text for i in group.indexes])
         params = self.spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
-        with _Started(task_status) as started:
+        with started:
             outcome, attempts = await self._send(
                 self.spec.messages(prompt.text), params, reserve, started
             )
@@ -240,16 +253,19 @@ class _Run:
         params: dict[str, Any],
         reserve: int,
         started: _Started | None = None,
+        streamed: int | None = None,
     ) -> tuple[Completion | SplitterError, int]:
         """One logical request with its retries: the completion, or the final error.
-        ``started`` fires once its first attempt holds a concurrency slot."""
+        ``started`` fires once its first attempt holds a concurrency slot; ``streamed`` is
+        the question whose answer it streams to the relay, if there is one."""
         attempts = 0
         try:
             self._check_fits(reserve)
             async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
                 with attempt:
                     attempts += 1
-                    return await self._attempt(messages, params, reserve, started), attempts
+                    completion = await self._attempt(messages, params, reserve, started, streamed)
+                    return completion, attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
@@ -270,13 +286,23 @@ class _Run:
         params: dict[str, Any],
         reserve: int,
         started: _Started | None = None,
+        streamed: int | None = None,
     ) -> Completion:
         timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        shown = self._shown(streamed)
+        if shown is not None:
+            raise StreamInterruptedError(
+                f"the stream of questions[{shown}] broke off after part of its answer was "
+                "delivered; it is not re-asked"
+            )
         budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
         # The slot is held only while a request is out or about to go, never across a
         # backoff. Taking it before the budget means that while the limits are still
         # unknown, only one slot-full of requests goes out before the headers teach them.
-        async with self.limiter:
+        if started is not None:
+            await started.turn()
+        await self._take_slot()
+        try:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
@@ -286,9 +312,7 @@ class _Run:
             token = self.endpoint.meter.start(sent_at)
             try:
                 with anyio.fail_after(timeout):
-                    completion = await self.backend.chat(
-                        model=self.spec.model, messages=messages, **params
-                    )
+                    completion = await self._call(messages, params, streamed)
             except TimeoutError as exc:
                 concurrency.on_overload()
                 raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
@@ -305,12 +329,51 @@ class _Run:
                 raise
             finally:
                 shared = self.endpoint.meter.finish(token, time.perf_counter())
+        finally:
+            self.limiter.release()
         concurrency.on_success()
         if budget is not None and reservation is not None:
             await budget.refund(reservation, completion.usage.total_tokens)
             await budget.sync(completion.headers)
         self._learn(completion, shared, sent_at)
         return completion
+
+    async def _take_slot(self) -> None:
+        """A concurrency slot; without yielding to the event loop when one is free, so the
+        next request in the plan's order can take its turn at once."""
+        try:
+            self.limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self.limiter.acquire()
+
+    def _shown(self, streamed: int | None) -> int | None:
+        """The caller's index of ``streamed`` if part of its answer was already delivered."""
+        if streamed is None or self.relay is None:
+            return None
+        at = self.positions[streamed]
+        return at if self.relay.committed(at) else None
+
+    async def _call(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
+    ) -> Completion:
+        if streamed is None or self.relay is None:
+            return await self.backend.chat(model=self.spec.model, messages=messages, **params)
+        at = self.positions[streamed]
+        self.relay.attempt(at)
+        try:
+            return await self.backend.chat_stream(
+                model=self.spec.model,
+                messages=messages,
+                on_delta=functools.partial(self.relay.delta, at),
+                **params,
+            )
+        except SplitterError as exc:
+            if self.relay.committed(at):
+                raise StreamInterruptedError(
+                    f"the stream of questions[{at}] broke off after part of its answer was "
+                    f"delivered ({exc}); it is not re-asked"
+                ) from exc
+            raise
 
     def _learn(
         self,
@@ -333,25 +396,55 @@ class _Run:
         )
 
 
-class _Started:
-    """Tells ``TaskGroup.start`` a request is under way: once it holds a slot, or when it
-    ends without ever needing one (e.g. refused before sending)."""
+class _Turns:
+    """Hands out turns in ticket order: ticket n goes once ticket n - 1 is done."""
 
-    def __init__(self, status: TaskStatus[None]) -> None:
-        self._status = status
+    def __init__(self) -> None:
+        self._next = 0
+        self._waiting: dict[int, anyio.Event] = {}
+
+    async def wait(self, ticket: int) -> None:
+        if ticket > self._next:
+            event = self._waiting[ticket] = anyio.Event()
+            await event.wait()
+
+    def done(self, ticket: int) -> None:
+        self._next = max(self._next, ticket + 1)
+        event = self._waiting.pop(self._next, None)
+        if event is not None:
+            event.set()
+
+
+class _Started:
+    """A request's place in the plan's order: it waits for its turn before taking a
+    concurrency slot, and passes the turn on once it holds one — or when it ends without
+    ever needing one (refused before sending, cancelled). Cheaper than starting each task
+    only after the one before, which serialises the event loop's work."""
+
+    def __init__(self, turns: _Turns | None, ticket: int) -> None:
+        self._turns = turns
+        self._ticket = ticket
         self._fired = False
+
+    @classmethod
+    def unordered(cls) -> _Started:
+        return cls(None, 0)
+
+    async def turn(self) -> None:
+        if not self._fired and self._turns is not None:
+            await self._turns.wait(self._ticket)
 
     def fire(self) -> None:
         if not self._fired:
             self._fired = True
-            self._status.started()
+            if self._turns is not None:
+                self._turns.done(self._ticket)
 
     def __enter__(self) -> _Started:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is None:
-            self.fire()
+    def __exit__(self, *exc_info: object) -> None:
+        self.fire()
 
 
 def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:

@@ -8,16 +8,19 @@ A sync ``OpenAI`` client is driven from worker threads so the async core can run
 from __future__ import annotations
 
 import functools
+import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 import openai
 
 from ._compat import http_module
+from ._estimate import count_tokens
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -74,6 +77,75 @@ class OpenAIBackend:
             raise APIConnectionError(f"connection failed: {exc}") from exc
         return _reduce(completion, raw.headers, raw.request_id, time.perf_counter() - started)
 
+    async def chat_stream(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        on_delta: Callable[[str], None],
+        **params: Any,
+    ) -> Completion:
+        """One chat completion streamed: ``on_delta`` sees each piece of text as it arrives
+        (from the calling event loop, also for a sync client), and the whole answer is
+        returned at the end. A stream that ends without a finish reason is an
+        ``InvalidResponseError``: the answer was cut off."""
+        started = time.perf_counter()
+        # Usage comes in a last chunk only when asked for; without it, the budget and the
+        # service model would have to guess the tokens.
+        kwargs: dict[str, Any] = {
+            "stream_options": {"include_usage": True},
+            **params,
+            "model": model,
+            "messages": messages,
+            "stream": True,
+        }
+        collected = _Collected()
+        try:
+            if isinstance(self._client, openai.AsyncOpenAI):
+                # The raw lines, read to the end of the body: openai's own stream object
+                # leaves an event generator unfinished at [DONE] (trio warns about it).
+                create = self._client.chat.completions.with_streaming_response.create
+                async with create(**kwargs) as response:
+                    headers, request_id = response.headers, response.request_id
+                    async for line in response.iter_lines():
+                        piece = collected.line(line)
+                        if piece:
+                            on_delta(piece)
+            else:
+                headers, request_id = await anyio.to_thread.run_sync(
+                    functools.partial(self._read_sync, kwargs, collected, on_delta),
+                    abandon_on_cancel=True,
+                    limiter=self._threads,
+                )
+        except openai.OpenAIError as exc:
+            raise translate_error(exc) from exc
+        except _TRANSPORT_ERROR as exc:
+            raise APIConnectionError(f"connection failed: {exc}") from exc
+        if collected.finish_reason is None:
+            raise InvalidResponseError(
+                "the stream ended before the answer did (no finish reason)", request_id=request_id
+            )
+        text = "".join(collected.text)
+        return Completion(
+            text=text,
+            finish_reason=collected.finish_reason,
+            usage=collected.usage or _estimated_usage(model, messages, text),
+            request_id=request_id,
+            headers=headers,
+            elapsed=time.perf_counter() - started,
+        )
+
+    def _read_sync(
+        self, kwargs: dict[str, Any], collected: _Collected, on_delta: Callable[[str], None]
+    ) -> tuple[Mapping[str, str], str | None]:
+        assert isinstance(self._client, openai.OpenAI)
+        with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            for line in response.iter_lines():
+                piece = collected.line(line)
+                if piece:
+                    anyio.from_thread.run_sync(on_delta, piece)
+            return response.headers, response.request_id
+
     async def _create(self, **kwargs: Any) -> Any:
         if isinstance(self._client, openai.AsyncOpenAI):
             return await self._client.chat.completions.with_raw_response.create(**kwargs)
@@ -81,6 +153,56 @@ class OpenAIBackend:
         # A thread cannot be interrupted: on cancellation the caller moves on and the
         # thread's request finishes (or times out) on its own.
         return await anyio.to_thread.run_sync(create, abandon_on_cancel=True, limiter=self._threads)
+
+
+def _estimated_usage(model: str, messages: list[dict[str, Any]], text: str) -> Usage:
+    """For servers that send no usage chunk: our own count, close enough to learn from."""
+    prompt = sum(count_tokens(str(m.get("content", "")), model) for m in messages)
+    return Usage(prompt, count_tokens(text, model))
+
+
+class _Collected:
+    """What a stream's server-sent events add up to."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def line(self, line: str) -> str:
+        """Take one line of the event stream; return the new answer text in it, if any."""
+        if not line.startswith("data:"):
+            return ""  # blank separators, comments, event names
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return ""
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise InvalidResponseError(f"an unreadable stream event: {data[:80]!r}") from exc
+        if not isinstance(chunk, dict):
+            raise InvalidResponseError(f"an unexpected stream event: {data[:80]!r}")
+        if chunk.get("error"):
+            raise InvalidResponseError(
+                f"the service reported an error mid-stream: {chunk['error']}"
+            )
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = Usage(
+                int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+            )
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return ""
+        choice = choices[0]
+        if choice.get("finish_reason") is not None:
+            self.finish_reason = str(choice["finish_reason"])
+        delta = choice.get("delta")
+        piece = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            return piece
+        return ""
 
 
 def _reduce(

@@ -130,16 +130,28 @@ def plan_wave(
     concurrency: int,
     policy: Policy,
     preamble_tokens: int = 0,
+    alone: int | None = None,
 ) -> Plan:
-    """Price the candidate plans for ``items`` and choose one by the policy's objective."""
+    """Price the candidate plans for ``items`` and choose one by the policy's objective.
+
+    ``alone`` is an item index that must have a request of its own in every candidate (the
+    answer streamed live first: in a merged request it could only arrive whole, at the end).
+    """
     if not items:
         raise ValueError("nothing to plan")
-    ks = _candidate_ks(len(items), policy)
-    longest_first = sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    apart = [it for it in items if it.index == alone]
+    rest = [it for it in items if it.index != alone] if apart else list(items)
+    longest_first = sorted(rest, key=lambda it: (-it.output_tokens, it.index))
+    ahead = [_group(apart, 0, 1.0, preamble_tokens)] if apart else []
     candidates = tuple(
-        _price(_groups(longest_first, k, policy, preamble_tokens), estimate, budget, concurrency)
-        for k in ks
-    )
+        _price(
+            [*ahead, *_groups(longest_first, k, policy, preamble_tokens)],
+            estimate,
+            budget,
+            concurrency,
+        )
+        for k in (_candidate_ks(len(rest), policy) if rest else [])
+    ) or (_price(ahead, estimate, budget, concurrency),)
     # A merged request that can never fit the token budget or the context is not a plan.
     limit = _request_limit(budget, policy)
     fitting = tuple(c for c in candidates if not _overflows(c, limit)) or candidates

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import openai
@@ -27,7 +28,8 @@ from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage
 from ._service_model import InFlightMeter, ServiceModel
-from ._sync import run_sync
+from ._stream import AnswerStream, Relay, StreamEvent
+from ._sync import iterate_sync, run_sync
 from ._waves import run_graph
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
@@ -132,32 +134,16 @@ class Splitter:
         postscript, dependent parts after the answers they need — and put back together
         under the prompt's own numbering. A prompt that is one question is one request.
         """
-        if not isinstance(prompt, str):
-            raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
-        if not prompt.strip():
-            raise InvalidInputError("the prompt is blank")
         chosen_model = self._model(model)
-        decomposition = decompose(prompt)
-        by: Literal["heuristic", "llm"] = "heuristic"
-        spent = Usage()
-        wanted = self.policy.decompose
-        if wanted.mode == "llm":
-            decomposer = wanted.model or chosen_model
-            if self._llm_decomposition_pays(prompt, decomposition, decomposer):
-                found, spent = await self._llm_decompose(prompt, decomposer)
-                if found is not None:
-                    decomposition, by = found, "llm"
-        questions = [
-            Question(
-                text=prompt if decomposition.single else decomposition.question_text(k),
-                depends_on=part.depends_on,
-            )
-            for k, part in enumerate(decomposition.parts)
-        ]
+        parts = await self._parts(prompt, chosen_model)
         result = await self.aask_many(
-            questions, model=chosen_model, system=system, raise_on_error=raise_on_error, **params
+            parts.questions,
+            model=chosen_model,
+            system=system,
+            raise_on_error=raise_on_error,
+            **params,
         )
-        return CompoundAnswer(_reassemble(decomposition, result), result, decomposition, by, spent)
+        return parts.answer(result)
 
     def ask(
         self,
@@ -265,6 +251,76 @@ class Splitter:
                 self._aggregator = Aggregator()
             return self._aggregator
 
+    async def _parts(self, prompt: str, model: str) -> _Parts:
+        """``prompt``'s parts as questions: by the rules, or by a model call when the policy
+        asks for one and it is priced worth it."""
+        if not isinstance(prompt, str):
+            raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
+        if not prompt.strip():
+            raise InvalidInputError("the prompt is blank")
+        decomposition = decompose(prompt)
+        by: Literal["heuristic", "llm"] = "heuristic"
+        spent = Usage()
+        wanted = self.policy.decompose
+        if wanted.mode == "llm":
+            decomposer = wanted.model or model
+            if self._llm_decomposition_pays(prompt, decomposition, decomposer):
+                found, spent = await self._llm_decompose(prompt, decomposer)
+                if found is not None:
+                    decomposition, by = found, "llm"
+        return _Parts(prompt, decomposition, by, spent)
+
+    def astream(
+        self,
+        questions: Iterable[QuestionLike],
+        *,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> AnswerStream:
+        """Answer like :meth:`aask_many`, delivering the answers as they are produced.
+
+        ``async with splitter.astream(questions) as events: async for event in events``.
+        In order (the default), the question being delivered streams token by token and
+        the others wait in a buffer for their turn; with ``ordered=False`` each answer comes
+        whole as soon as it is final. Each question's last event carries its ``Answer``;
+        ``events.result`` is the ``BatchResult`` at the end. Bad input raises here, before
+        anything is sent.
+        """
+        chosen_model = self._model(model)
+        items = normalize_questions(questions, policy=self.policy, model=chosen_model)
+        spec = RequestSpec(chosen_model, system, self._params(params))
+        return self._stream(items, spec, ordered=ordered)
+
+    def stream(
+        self,
+        questions: Iterable[QuestionLike],
+        *,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Iterator[StreamEvent]:
+        """The sync twin of :meth:`astream`: an iterator of events (the questions run on an
+        event loop in a helper thread; stopping early cancels what is still running)."""
+        return iterate_sync(
+            self.astream(questions, ordered=ordered, model=model, system=system, **params)
+        )
+
+    def _stream(self, items: list[Question], spec: RequestSpec, *, ordered: bool) -> AnswerStream:
+        deps = build_graph(items)
+
+        async def produce(relay: Relay) -> BatchResult:
+            if not items:
+                return BatchResult(())
+            if self._client is not None:
+                return await self._run(self._client, items, deps, spec, relay)
+            async with openai.AsyncOpenAI() as client:
+                return await self._run(client, items, deps, spec, relay)
+
+        return AnswerStream(len(items), produce, ordered=ordered)
+
     def _llm_decomposition_pays(self, prompt: str, heuristic: Decomposition, model: str) -> bool:
         """Is a decomposition call cheap beside answering the prompt? Priced with what the
         endpoint has learned: the call reads the prompt and writes out the sub-questions
@@ -345,7 +401,11 @@ class Splitter:
         spec: RequestSpec,
         endpoint: Endpoint,
         indexes: list[int] | None = None,
+        *,
+        first_alone: bool = False,
     ) -> Plan:
+        """Plan ``items``; ``first_alone`` keeps the first of them in a request of its own
+        (it is streamed live while the rest wait their turn)."""
         cap = spec.params.get("max_tokens", spec.params.get("max_completion_tokens"))
         plan_items = [
             PlanItem(
@@ -366,6 +426,7 @@ class Splitter:
             concurrency=endpoint.concurrency.current,
             policy=self.policy,
             preamble_tokens=system,
+            alone=plan_items[0].index if first_alone else None,
         )
 
     async def _run(
@@ -374,23 +435,37 @@ class Splitter:
         items: list[Question],
         deps: Graph,
         spec: RequestSpec,
+        relay: Relay | None = None,
     ) -> BatchResult:
         endpoint = self._endpoint(client, spec.model)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
         executor = Executor(backend, self.policy, endpoint)
+        to_relay = relay.answer if relay is not None else None
+        live = relay is not None and relay.ordered
         if not any(deps):
-            return await executor.run(items, self._plan(items, spec, endpoint), spec)
+            plan = self._plan(items, spec, endpoint, first_alone=live)
+            return await executor.run(items, plan, spec, on_answer=to_relay, relay=relay)
 
-        def plan(wave: list[Question]) -> Plan:
-            return self._plan(wave, spec, endpoint)
+        def plan_wave(wave: list[Question]) -> Plan:
+            return self._plan(wave, spec, endpoint, first_alone=live)
 
         async def execute(
-            wave: list[Question], wave_plan: Plan, on_answer: Callable[[Answer], None]
+            wave: list[Question],
+            wave_plan: Plan,
+            on_answer: Callable[[Answer], None],
+            positions: list[int],
         ) -> BatchResult:
-            return await executor.run(wave, wave_plan, spec, on_answer=on_answer)
+            return await executor.run(
+                wave, wave_plan, spec, on_answer=on_answer, relay=relay, positions=positions
+            )
 
         return await run_graph(
-            items, deps, plan=plan, execute=execute, deadline=self.policy.deadline
+            items,
+            deps,
+            plan=plan_wave,
+            execute=execute,
+            deadline=self.policy.deadline,
+            on_answer=to_relay,
         )
 
     def _model(self, model: str | None) -> str:
@@ -406,6 +481,33 @@ class Splitter:
         if self.policy.timeout is not None:
             params.setdefault("timeout", self.policy.timeout)
         return params
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A prompt taken apart: the questions to send, and how to put their answers back."""
+
+    prompt: str
+    decomposition: Decomposition
+    by: Literal["heuristic", "llm"]
+    spent: Usage
+
+    @property
+    def questions(self) -> list[Question]:
+        d = self.decomposition
+        return [
+            Question(text=self.prompt if d.single else d.question_text(k), depends_on=p.depends_on)
+            for k, p in enumerate(d.parts)
+        ]
+
+    def label(self, index: int) -> str:
+        """What part ``index``'s answer goes under in the reassembled text."""
+        return self.decomposition.parts[index].label or f"{index + 1}."
+
+    def answer(self, result: BatchResult) -> CompoundAnswer:
+        return CompoundAnswer(
+            _reassemble(self.decomposition, result), result, self.decomposition, self.by, self.spent
+        )
 
 
 def _reassemble(decomposition: Decomposition, result: BatchResult) -> str:

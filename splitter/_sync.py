@@ -6,14 +6,16 @@ sync code) ``anyio.run`` would fail, so the call moves to a fresh worker thread 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
 import anyio
+import anyio.from_thread
 import sniffio
 
-__all__ = ["run_sync"]
+__all__ = ["iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 
@@ -26,3 +28,27 @@ def run_sync(func: Callable[[], Awaitable[T]]) -> T:
         return anyio.run(func)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitter-sync") as pool:
         return pool.submit(anyio.run, func).result()
+
+
+def iterate_sync(stream: AbstractAsyncContextManager[AsyncIterable[T]]) -> Iterator[T]:
+    """Read an async stream (entered as a context manager) from synchronous code.
+
+    The stream lives on an event loop in a helper thread (a blocking portal), so this works
+    with or without a loop in the calling thread; closing the iterator early leaves the
+    stream's context, which cancels what it still runs.
+    """
+    with anyio.from_thread.start_blocking_portal() as portal:
+        entered = portal.wrap_async_context_manager(stream)
+        events = entered.__enter__()
+        try:
+            reader = events.__aiter__()
+            while True:
+                try:
+                    event = portal.call(reader.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            # Closed early (GeneratorExit at the yield) or done: either way the stream ends
+            # normally, cancelling what still runs; its own errors still propagate.
+            entered.__exit__(None, None, None)

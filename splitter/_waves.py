@@ -26,7 +26,10 @@ from ._questions import Answer, BatchResult, Question, RunStats
 __all__ = ["run_graph"]
 
 PlanFn = Callable[[list[Question]], Plan]
-ExecuteFn = Callable[[list[Question], Plan, Callable[[Answer], None]], Awaitable[BatchResult]]
+# (the questions sent together, their plan, where each answer goes, their input positions)
+ExecuteFn = Callable[
+    [list[Question], Plan, Callable[[Answer], None], list[int]], Awaitable[BatchResult]
+]
 
 
 async def run_graph(
@@ -36,8 +39,11 @@ async def run_graph(
     plan: PlanFn,
     execute: ExecuteFn,
     deadline: float | None,
+    on_answer: Callable[[Answer], None] | None = None,
 ) -> BatchResult:
-    run = _GraphRun(questions, deps, plan, execute)
+    """Answer ``questions`` in dependency order; ``on_answer`` sees each final answer
+    (those of questions never asked included) as soon as it is known."""
+    run = _GraphRun(questions, deps, plan, execute, on_answer)
     started = time.perf_counter()
     with anyio.move_on_after(deadline if deadline is not None else math.inf):
         async with anyio.create_task_group() as tg:
@@ -68,9 +74,15 @@ async def run_graph(
 
 class _GraphRun:
     def __init__(
-        self, questions: Sequence[Question], deps: Graph, plan: PlanFn, execute: ExecuteFn
+        self,
+        questions: Sequence[Question],
+        deps: Graph,
+        plan: PlanFn,
+        execute: ExecuteFn,
+        on_answer: Callable[[Answer], None] | None,
     ) -> None:
         self.questions = questions
+        self.on_answer = on_answer
         self.deps = deps
         self.plan_fn = plan
         self.execute = execute
@@ -113,7 +125,7 @@ class _GraphRun:
         def on_answer(answer: Answer) -> None:
             self._record(indexes[answer.index], answer, wave)
 
-        result = await self.execute(sent, plan, on_answer)
+        result = await self.execute(sent, plan, on_answer, indexes)
         self.stats.append(result.stats)
         for answer in result:  # deadline errors are stored without a callback
             self._record(indexes[answer.index], answer, wave)
@@ -124,6 +136,7 @@ class _GraphRun:
         self.answers[i] = dataclasses.replace(
             answer, index=i, question=self.questions[i], wave=wave
         )
+        self._tell(i)
         if answer.ok and answer.text is not None:
             self.texts[i] = answer.text
             ready = self.ready()
@@ -144,6 +157,12 @@ class _GraphRun:
                         needs=i,
                     ),
                 )
+                self._tell(j)
+
+    def _tell(self, i: int) -> None:
+        answer = self.answers[i]
+        if self.on_answer is not None and answer is not None:
+            self.on_answer(answer)
 
     def _wave_of(self, i: int) -> int:
         answer = self.answers[i]

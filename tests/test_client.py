@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import openai
 import pytest
 from openai.types import CreateEmbeddingResponse
@@ -157,6 +158,95 @@ async def test_with_options_and_copies_keep_splitting() -> None:
     assert len(service.log) == 2
 
 
+async def test_a_compound_responses_input_comes_back_as_one_response() -> None:
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        response = await client.responses.create(
+            model="gpt-4o-mini", input=COMPOUND, instructions="Be brief.", max_output_tokens=50
+        )
+        with_tools = await client.responses.create(
+            model="gpt-4o-mini",
+            input=COMPOUND,
+            tools=[{"type": "function", "name": "f", "parameters": {}, "strict": False}],
+        )
+    assert isinstance(response, Response)
+    details = getattr(response, DETAILS)
+    assert response.output_text == details.text
+    assert details.text.startswith("1. ")
+    assert response.usage is not None
+    assert response.usage.total_tokens == details.usage.total_tokens
+    assert not hasattr(with_tools, DETAILS)
+    split = [r for r in service.log if r.path.endswith("/chat/completions")]
+    assert len(split) == 2
+    assert [r.path.endswith("/responses") for r in service.log].count(True) == 1
+
+
+def streamed_text(chunks: list[ChatCompletionChunk]) -> str:
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+@OPENAI_TRIO_STREAM_LEAK
+async def test_a_streamed_compound_prompt_comes_as_chunks_in_its_own_numbering() -> None:
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    long_first = (
+        "Please answer separately:\n1. Tell a long story about the sea. [len=80]\n"
+        "2. Name one color. [len=2]"
+    )
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        async with await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": long_first}],
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as stream:
+            chunks = [chunk async for chunk in stream]
+    assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    details = stream.splitter_details
+    assert isinstance(details, CompoundAnswer)
+    assert streamed_text(chunks) == details.text
+    assert details.text.startswith("1. ")
+    # Part 1 arrived live, piece by piece, before part 2 (already done) followed in one go.
+    pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+    second = next(k for k, piece in enumerate(pieces) if "\n\n2. " in piece)
+    assert second > 20
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens == details.usage.total_tokens
+    assert len(service.log) == 2
+    assert all(r.stream for r in service.log)
+
+
+async def test_a_streamed_split_read_without_async_with_ends_cleanly() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}], stream=True
+        )
+        chunks = [chunk async for chunk in stream]
+    assert streamed_text(chunks) == stream.splitter_details.text
+    assert not any(c.usage for c in chunks)  # not asked for, not sent
+
+
+async def test_leaving_a_streamed_split_early_cancels_the_parts() -> None:
+    service = SimService("gpt-4o-mini", time_scale=0.05)
+    prompt = "Please answer separately:\n1. Name one color. [len=2]\n2. Write an essay. [len=900]"
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        with anyio.fail_after(10):
+            async with await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": prompt}], stream=True
+            ) as stream:
+                async for chunk in stream:
+                    if "1. " in (chunk.choices[0].delta.content or ""):
+                        break
+    assert stream.splitter_details is None  # never finished
+    assert any(r.status == 499 for r in service.log)  # the essay was abandoned mid-way
+
+
 def test_sync_client_is_wrapped_too() -> None:
     service = SimService("instant")
     with (
@@ -169,7 +259,13 @@ def test_sync_client_is_wrapped_too() -> None:
             model="m", messages=[{"role": "user", "content": COMPOUND}]
         )
         assert client.models.list().data
+        with client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}], stream=True
+        ) as stream:
+            chunks = list(stream)
     assert hasattr(completion, DETAILS)
+    assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    assert streamed_text(chunks) == stream.splitter_details.text
 
 
 def test_wrap_refuses_what_is_not_an_openai_client() -> None:

@@ -115,6 +115,19 @@ def test_forced_strategies(strategy: str, k: int) -> None:
     assert "forces" in plan.reason
 
 
+def test_the_answer_streamed_first_gets_a_request_of_its_own() -> None:
+    """Merging is what wins here (one request left per minute), but the question streamed
+    live first is set apart in every candidate; every question is still sent exactly once."""
+    budget = BudgetSnapshot(remaining_requests=1, requests_per_second=1 / 60)
+    items = _items(*[200] * 5)
+    plan = plan_wave(items, estimate=GPU, budget=budget, concurrency=64, policy=Policy(), alone=0)
+    for candidate in plan.candidates:
+        assert (0,) in [g.indexes for g in candidate.groups]
+        sent = sorted(i for g in candidate.groups for i in g.indexes)
+        assert sent == [0, 1, 2, 3, 4]
+    assert plan.chosen.k == 2  # the first alone, the other four merged
+
+
 def test_cost_objective_prefers_fewer_tokens() -> None:
     """With a long shared preamble, merging saves billed tokens; 'cost' takes that."""
     plan = plan_wave(

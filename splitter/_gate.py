@@ -1,0 +1,118 @@
+"""The wrapper's own requests: what ``wrap(client)`` does not split still passes the gate.
+
+Every request the wrapped client sends as it is (a single question, a conversation, tools,
+embeddings, responses, a model listing) goes through the same two things as splitter's own
+requests: it first takes its place in the rate-limit budget of its (base_url, model) — so
+the application's other calls and its split prompts share one budget — and failures are
+retried by splitter's one retry layer instead of openai's (``insufficient_quota`` is not
+retried, a service's retry-after is obeyed exactly). The caller still gets openai's own
+result types and, when it finally fails, openai's own exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import openai
+
+from ._budget import Kind
+from ._endpoint import Endpoint
+from ._estimate import count_tokens
+from ._exceptions import RateLimitError, SplitterError
+from ._openai import translate_error
+from ._policy import RetryPolicy
+from ._retry import retrying
+
+__all__ = ["remember_headers", "send"]
+
+T = TypeVar("T")
+_CAPS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+# The response headers of the attempt running in this context (set from openai's response
+# processing, read right after it returns, in the same task).
+_headers: ContextVar[Mapping[str, str] | None] = ContextVar("splitter_headers", default=None)
+
+
+def remember_headers(headers: Mapping[str, str]) -> None:
+    _headers.set(headers)
+
+
+async def send(
+    call: Callable[[Any], Awaitable[T]],
+    options: Any,
+    *,
+    endpoint: Callable[[str], Endpoint],
+    retry: RetryPolicy,
+) -> T:
+    """``call(options)`` under the budget of the body's model and splitter's retry policy.
+
+    ``options`` is openai's ``FinalRequestOptions``; each attempt gets a copy with openai's
+    own retries off. ``endpoint(model)`` finds the budget; requests without a model in their
+    body (a model listing, a file download) are retried but not budgeted.
+    """
+    body = options.json_data if isinstance(options.json_data, Mapping) else {}
+    model = body.get("model")
+    found = endpoint(model) if isinstance(model, str) and model else None
+    reserve = _reserve(body, str(options.url), found, str(model)) if found is not None else 0
+    try:
+        async for attempt in retrying(retry):
+            with attempt:
+                return await _attempt(call, options, found, reserve)
+    except SplitterError as exc:
+        if not isinstance(exc.__cause__, openai.OpenAIError):
+            raise
+        failure = exc.__cause__
+    else:  # pragma: no cover
+        raise AssertionError("unreachable: tenacity returns or re-raises")
+    # The caller wrote openai code: it gets openai's exception, as it would have (raised
+    # out here so that it is not chained to splitter's translation of it).
+    raise failure
+
+
+async def _attempt(
+    call: Callable[[Any], Awaitable[T]], options: Any, endpoint: Endpoint | None, reserve: int
+) -> T:
+    budget = endpoint.budget if endpoint is not None else None
+    reservation = await budget.acquire(reserve) if budget is not None else None
+    once = options.model_copy()
+    once.max_retries = 0
+    _headers.set(None)
+    try:
+        result = await call(once)
+    except openai.OpenAIError as exc:
+        error = translate_error(exc)
+        if isinstance(error, RateLimitError) and budget is not None:
+            kind: Kind = "tokens" if error.type == "tokens" else "requests"
+            await budget.rate_limited(kind, error.retry_after)
+        raise error from exc
+    if budget is not None and reservation is not None:
+        usage = getattr(result, "usage", None)
+        used = getattr(usage, "total_tokens", None)
+        # A stream's usage is not known yet: its whole reservation stays spent.
+        await budget.refund(reservation, used if isinstance(used, int) else reserve)
+        headers = _headers.get()
+        if headers is not None:
+            await budget.sync(headers)
+    return result
+
+
+def _reserve(body: Mapping[str, Any], url: str, endpoint: Endpoint, model: str) -> int:
+    """Tokens the request books, as for splitter's own: input + the output cap (or, without
+    one, the answer length learned for this endpoint; nothing for embeddings)."""
+    text = _text(body.get("messages", body.get("input", "")))
+    cap = next((body[k] for k in _CAPS if isinstance(body.get(k), int)), None)
+    if cap is None:
+        cap = 0 if url.rstrip("/").endswith("embeddings") else endpoint.lengths.estimate(text)
+    return count_tokens(text, model) + int(cap)
+
+
+def _text(value: object) -> str:
+    """The text in a request body's messages or input, however nested."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return " ".join(_text(v) for k, v in value.items() if k in ("content", "text", "input"))
+    if isinstance(value, list | tuple):
+        return " ".join(_text(v) for v in value)
+    return ""
