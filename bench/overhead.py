@@ -103,10 +103,14 @@ def _wait_ready(base_url: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def subprocess_server() -> Iterator[str]:
-    """Run ``python -m splitter.sim --profile instant`` on a free port; yield its /v1 URL."""
+def subprocess_server(profile: str = MODEL, time_scale: float = 1.0) -> Iterator[str]:
+    """Run ``python -m splitter.sim --profile PROFILE`` on a free port; yield its /v1 URL.
+
+    Its own process: a server thread in the measuring process would compete with the client
+    for the GIL, adding milliseconds to whatever is being timed."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "splitter.sim", "--profile", MODEL, "--port", str(port)]
+    cmd = [sys.executable, "-m", "splitter.sim", "--profile", profile, "--port", str(port)]
+    cmd += ["--time-scale", str(time_scale)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:

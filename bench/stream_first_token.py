@@ -1,7 +1,9 @@
 """Streaming a compound prompt: first token and last token, wrapped against unwrapped.
 
 The prompt of ``bench/wrap_speedup.py`` (N questions of TOKENS tokens in one numbered
-list) is sent with ``stream=True`` through the same ``AsyncOpenAI`` client, unwrapped (one
+list) is sent to ``python -m splitter.sim --profile gpt-4o-mini`` (its own process, so the
+server does not share this process's GIL with the client being timed) with
+``stream=True`` through the same ``AsyncOpenAI`` client, unwrapped (one
 streamed request) and through ``wrap(...)`` (the parts streamed concurrently, delivered in
 the prompt's order: part 1 live, the rest as their turn comes). Per round, for each arm:
 the time to the first non-empty content chunk and to the end of the stream. Printed: the
@@ -28,10 +30,10 @@ import time
 from collections.abc import Sequence
 
 import openai
+from overhead import subprocess_server
 from wrap_speedup import prompt
 
 import splitter
-from splitter.sim import SimService, serve
 
 
 async def timed_stream(client: openai.AsyncOpenAI, text: str) -> tuple[float, float, str]:
@@ -53,9 +55,8 @@ async def timed_stream(client: openai.AsyncOpenAI, text: str) -> tuple[float, fl
 
 
 async def run(args: argparse.Namespace) -> int:
-    service = SimService("gpt-4o-mini", time_scale=args.scale)
     text = prompt(args.questions, args.tokens)
-    with serve(service) as base_url:
+    with subprocess_server("gpt-4o-mini", args.scale) as base_url:
         async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-sim", max_retries=0) as plain:
             wrapped = splitter.wrap(plain)
             await timed_stream(plain, text)  # warm-up: connections, imports

@@ -54,7 +54,7 @@ from openai.types.responses import Response
 from . import _gate as gate
 from ._decompose import decompose
 from ._policy import Policy
-from ._questions import CompoundAnswer
+from ._questions import Answer, CompoundAnswer
 from ._splitter import Splitter, _Parts
 from ._stream import AnswerStream
 from ._sync import iterate_sync, run_sync
@@ -274,6 +274,48 @@ def _response(answer: CompoundAnswer, model: str, kwargs: dict[str, Any]) -> Res
     return response
 
 
+def _isolation_key(kwargs: dict[str, Any], policy: Policy) -> str | None:
+    """The key a single question may be aggregated under: the request's own end-user id
+    (``safety_identifier``, or the older ``user``), when the policy aggregates at all."""
+    if policy.aggregate_window_ms is None or kwargs.get("stream"):
+        return None
+    for field in ("safety_identifier", "user"):
+        key = kwargs.get(field)
+        if isinstance(key, str) and key:
+            return f"{field}:{key}"
+    return None
+
+
+def _single_completion(answer: Answer, model: str) -> ChatCompletion:
+    """An aggregated single question's answer as the ``ChatCompletion`` it replaces; a
+    failure raises what openai would have raised."""
+    if answer.error is not None:
+        cause = answer.error.__cause__
+        raise cause if isinstance(cause, openai.OpenAIError) else answer.error
+    usage = answer.usage
+    finish = "stop" if answer.via == "merged" else (answer.finish_reason or "stop")
+    completion = ChatCompletion(
+        id=f"splitter-{uuid.uuid4().hex}",
+        object="chat.completion",
+        created=int(time.time()),
+        model=model,
+        choices=[
+            Choice(
+                index=0,
+                finish_reason=finish,  # type: ignore[arg-type]
+                message=ChatCompletionMessage(role="assistant", content=answer.text),
+            )
+        ],
+        usage=CompletionUsage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        ),
+    )
+    object.__setattr__(completion, DETAILS_ATTRIBUTE, answer)
+    return completion
+
+
 def _completion(answer: CompoundAnswer, model: str) -> ChatCompletion:
     usage = answer.usage
     completion = ChatCompletion(
@@ -461,10 +503,18 @@ class SplitStream:
 class _AsyncSplittingCompletions(AsyncCompletions):
     async def create(self, **kwargs: Any) -> Any:
         found = _compound(kwargs)
-        if found is None or decompose(found[0]).single:
+        if found is None:
             return await super().create(**kwargs)
         prompt, system, params = found
         splitter = _splitter_for(self._client)
+        if decompose(prompt).single:
+            key = _isolation_key(kwargs, splitter.policy)
+            if key is None:
+                return await super().create(**kwargs)
+            one = await splitter.aask_one(
+                prompt, isolation_key=key, model=kwargs["model"], system=system, **params
+            )
+            return _single_completion(one, kwargs["model"])
         if kwargs.get("stream"):
             return AsyncSplitStream(_ChunkSource(splitter, prompt, system, params, kwargs))
         answer = await splitter.aask(prompt, model=kwargs["model"], system=system, **params)
@@ -482,10 +532,18 @@ class _AsyncSplittingCompletions(AsyncCompletions):
 class _SplittingCompletions(Completions):
     def create(self, **kwargs: Any) -> Any:
         found = _compound(kwargs)
-        if found is None or decompose(found[0]).single:
+        if found is None:
             return super().create(**kwargs)
         prompt, system, params = found
         splitter = _splitter_for(self._client)
+        if decompose(prompt).single:
+            key = _isolation_key(kwargs, splitter.policy)
+            if key is None:
+                return super().create(**kwargs)
+            one = splitter.ask_one(
+                prompt, isolation_key=key, model=kwargs["model"], system=system, **params
+            )
+            return _single_completion(one, kwargs["model"])
         if kwargs.get("stream"):
             return SplitStream(_ChunkSource(splitter, prompt, system, params, kwargs))
         answer = splitter.ask(prompt, model=kwargs["model"], system=system, **params)

@@ -11,7 +11,7 @@ from openai.types.responses import Response
 
 import splitter
 from splitter import CompoundAnswer, Policy
-from splitter.sim import SimService
+from splitter.sim import SimService, answer_tag
 
 pytestmark = pytest.mark.anyio
 
@@ -182,6 +182,45 @@ async def test_a_compound_responses_input_comes_back_as_one_response() -> None:
     assert [r.path.endswith("/responses") for r in service.log].count(True) == 1
 
 
+async def test_single_calls_of_one_end_user_are_aggregated_never_across_users() -> None:
+    """With a window, concurrent one-question calls carrying the same safety_identifier are
+    planned together (merged here, as forced); another user's call never joins them; calls
+    without an identifier go out alone."""
+    service = SimService("instant")
+    policy = Policy(aggregate_window_ms=100, strategy="merge")
+    calls = [
+        ("acme", "What is DNS?"),
+        ("acme", "What is TLS?"),
+        ("acme", "What is BGP?"),
+        ("globex", "What is NTP?"),
+        (None, "What is ARP?"),
+    ]
+    replies: dict[str, ChatCompletion] = {}
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=policy)
+
+        async def one(user: str | None, question: str) -> None:
+            extra = {"safety_identifier": user} if user else {}
+            replies[question] = await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": question}],
+                **extra,  # type: ignore[arg-type]
+            )
+
+        async with anyio.create_task_group() as tg:
+            for user, question in calls:
+                tg.start_soon(one, user, question)
+    for _, question in calls:
+        content = replies[question].choices[0].message.content or ""
+        assert content.startswith(answer_tag(question)), question
+    acme = {q for u, q in calls if u == "acme"}
+    prompts = [set(r.questions) or {r.user_text} for r in service.log]
+    assert acme in prompts  # one merged request for acme's three
+    assert all(p <= acme or not (p & acme) for p in prompts)  # and nobody else's with them
+    assert len(service.log) == 3
+    assert isinstance(getattr(replies["What is DNS?"], DETAILS), splitter.Answer)
+
+
 def streamed_text(chunks: list[ChatCompletionChunk]) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
@@ -266,6 +305,29 @@ def test_sync_client_is_wrapped_too() -> None:
     assert hasattr(completion, DETAILS)
     assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
     assert streamed_text(chunks) == stream.splitter_details.text
+
+
+async def test_an_azure_client_is_wrapped_and_split() -> None:
+    """AsyncAzureOpenAI (deployment URLs, api-version) behaves like the OpenAI client."""
+    service = SimService("instant")
+    azure = openai.AsyncAzureOpenAI(
+        azure_endpoint="http://sim.invalid",
+        api_key="sk-azure",
+        api_version="2024-10-21",
+        http_client=openai.DefaultAsyncHttpxClient(transport=service.transport()),
+    )
+    async with splitter.wrap(azure) as client:
+        assert isinstance(client, openai.AsyncAzureOpenAI)
+        completion = await client.chat.completions.create(
+            model="my-deployment", messages=[{"role": "user", "content": COMPOUND}]
+        )
+        single = await client.chat.completions.create(
+            model="my-deployment", messages=[{"role": "user", "content": "Say hi."}]
+        )
+    assert hasattr(completion, DETAILS)
+    assert not hasattr(single, DETAILS)
+    assert len(service.log) == 3
+    assert all(r.path == "/openai/deployments/my-deployment/chat/completions" for r in service.log)
 
 
 def test_wrap_refuses_what_is_not_an_openai_client() -> None:

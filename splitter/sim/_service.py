@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -295,7 +296,7 @@ class SimService:
             ("POST", "/v1/embeddings"): self._embeddings,
             ("GET", "/v1/models"): self._models,
         }
-        handler = routes.get((method.upper(), path.rstrip("/")))
+        handler = routes.get((method.upper(), _openai_path(path).rstrip("/")))
         if handler is None:
             message = f"Invalid URL ({method.upper()} {path})"
             return self._error(call, 404, message, "invalid_request_error", code=None)
@@ -530,6 +531,16 @@ class SimService:
             tail += chunk(delta=None, usage=usage)
         yield tail + _wire.DONE
         call.finished = self._clock()
+
+
+_AZURE_PATH = re.compile(r"^(?:/openai|/v1)?/deployments/[^/]+(/.*)$")
+
+
+def _openai_path(path: str) -> str:
+    """Azure OpenAI's deployment paths (``/openai/deployments/{name}/chat/completions``)
+    as the OpenAI path they stand for (``/v1/chat/completions``)."""
+    azure = _AZURE_PATH.match(path)
+    return f"/v1{azure.group(1)}" if azure else path
 
 
 def _retry_headers(real_seconds: float) -> list[tuple[str, str]]:
