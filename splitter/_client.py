@@ -105,11 +105,11 @@ def _unwrapped_class(cls: type[Any]) -> type[Any]:
 
 
 def _splitting_class(base: type[Any], policy: Policy) -> type[Any]:
-    """A subclass of ``base`` whose ``chat`` splits; ``policy`` rides on the class so that
+    """A subclass of ``base`` whose ``chat`` and ``responses`` split and whose every other
+    request passes the gate (budget, retries); ``policy`` rides on the class so that
     ``with_options``/``copy`` (which build ``self.__class__(...)``) keep splitting."""
     is_async = issubclass(base, openai.AsyncOpenAI)
     chat_cls = _AsyncSplittingChat if is_async else _SplittingChat
-
     responses_cls = _AsyncSplittingResponses if is_async else _SplittingResponses
 
     def chat(self: Any) -> Any:
