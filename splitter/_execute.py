@@ -397,10 +397,15 @@ class _Run:
 
 
 class _Turns:
-    """Hands out turns in ticket order: ticket n goes once ticket n - 1 is done."""
+    """Hands out turns in ticket order: ticket n goes once every ticket before it is done.
+
+    A ticket may be done before its turn (a request refused before it needed a slot); the
+    turn then passes over it when it comes, never before.
+    """
 
     def __init__(self) -> None:
         self._next = 0
+        self._done: set[int] = set()
         self._waiting: dict[int, anyio.Event] = {}
 
     async def wait(self, ticket: int) -> None:
@@ -409,7 +414,10 @@ class _Turns:
             await event.wait()
 
     def done(self, ticket: int) -> None:
-        self._next = max(self._next, ticket + 1)
+        self._done.add(ticket)
+        while self._next in self._done:
+            self._done.discard(self._next)
+            self._next += 1
         event = self._waiting.pop(self._next, None)
         if event is not None:
             event.set()

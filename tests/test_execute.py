@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from splitter import (
@@ -13,6 +14,7 @@ from splitter import (
     ServerError,
     Splitter,
 )
+from splitter._execute import _Turns
 from splitter.sim import Faults, SimService, answer_tag
 from splitter.testing import assert_answers_match, open_sim_client
 
@@ -133,3 +135,24 @@ async def test_service_model_learns_the_engine_curve() -> None:
     learned = splitter_.service_model("m").estimate()
     assert learned.tpot1 == pytest.approx(0.027 * scale, rel=0.3)
     assert 0.25 < learned.beta < 0.6
+
+
+async def test_turns_pass_over_a_request_done_before_its_turn() -> None:
+    """Ticket 2 gives up before its turn (say, refused as oversized): ticket 1 still gets
+    its turn once ticket 0 is done, and nobody waits forever."""
+    turns, went = _Turns(), []
+
+    async def take(ticket: int) -> None:
+        await turns.wait(ticket)
+        went.append(ticket)
+        turns.done(ticket)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, 1)
+            tg.start_soon(take, 3)
+            await anyio.sleep(0.01)
+            turns.done(2)  # before its turn
+            assert went == []
+            await take(0)
+    assert went == [0, 1, 3]
