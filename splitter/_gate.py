@@ -49,8 +49,13 @@ async def send(
 
     ``options`` is openai's ``FinalRequestOptions``; each attempt gets a copy with openai's
     own retries off. ``endpoint(model)`` finds the budget; requests without a model in their
-    body (a model listing, a file download) are retried but not budgeted.
+    body (a model listing, a file download) are retried but not budgeted; uploads are left
+    to openai entirely.
     """
+    if getattr(options, "files", None):
+        # An upload's file objects may be read only once: a second attempt from here could
+        # send them empty. openai rewinds them between its own retries, so it keeps those.
+        return await call(options)
     body = options.json_data if isinstance(options.json_data, Mapping) else {}
     model = body.get("model")
     found = endpoint(model) if isinstance(model, str) and model else None
