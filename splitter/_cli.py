@@ -1,4 +1,5 @@
-"""The ``splitter`` command: ``demo`` (the seeds' experiment on the simulator) and ``ask``."""
+"""The ``splitter`` command: ``demo`` (the seeds' experiment on the simulator), ``bench`` (the
+same experiment measured on any endpoint), ``ask`` and ``plan``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 import anyio
 import openai
 
+from . import _seed_bench
 from ._policy import Limits, MergePolicy, Policy
 from ._questions import BatchResult
 from ._splitter import Splitter
@@ -50,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--time-scale", type=float, default=0.1, help="real seconds per sim second")
     demo.add_argument("--in-process", action="store_true", help="skip the loopback HTTP server")
     demo.set_defaults(run=_demo)
+
+    bench = commands.add_parser(
+        "bench",
+        help="merged vs fan-out vs auto measured on any endpoint (default: the simulator)",
+        description="The seeds' experiment with rounds, spread and the physical limit; "
+        "also bench/seed_benchmark.py.",
+    )
+    _seed_bench.add_arguments(bench)
+    bench.set_defaults(run=_seed_bench.run)
 
     ask = commands.add_parser("ask", help="answer questions with the OPENAI_* endpoint")
     ask.add_argument("questions", nargs="+", help="one argument per question")

@@ -1,0 +1,134 @@
+"""Against the real engine: llama.cpp's llama-server with Gemma 3 270M (bench/engine/setup.py).
+
+The simulator is ours, so agreeing with it proves little; these tests hold splitter to a
+real continuous-batching server. They run only when asked for and when it is there::
+
+    python bench/engine/setup.py --start --slots 5      # prints SPLITTER_ENGINE_URL=...
+    SPLITTER_ENGINE_URL=http://127.0.0.1:8080/v1 python -m pytest -m engine tests/test_engine.py
+
+Without ``-m engine`` (the default run) or without a reachable engine they are skipped
+with the reason, never passed: a green run must not suggest the engine was checked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+import anyio
+import openai
+import pytest
+
+from splitter import Policy, Question, Splitter
+from splitter._seed_bench import measure_concurrent, measure_stream, question_texts
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
+
+SLOTS = 5  # the engine is started with -np 5
+IGNORE_EOS: dict[str, Any] = {"extra_body": {"ignore_eos": True}}  # lengths exactly max_tokens
+_MARKER_WORD = re.compile(r"[^\s()]+")
+
+
+def _selects_engine_only_by_marker(markexpr: str) -> bool:
+    """Did the ``-m`` expression ask for the engine marker? True when the expression, read
+    with ``engine`` false (and every other marker false), deselects the test: a default run
+    ("") or ``-m "not slow"`` would not run it, ``-m engine`` would."""
+    if not markexpr.strip():
+        return False
+    words = _MARKER_WORD.sub(
+        lambda m: m.group() if m.group() in ("and", "or", "not") else "False", markexpr
+    )
+    try:
+        # Only and / or / not, parentheses and False are left: nothing else can run.
+        selected_without_engine = bool(eval(words, {"__builtins__": {}}))
+    except Exception:  # an expression with marker arguments: not a plain "-m engine"
+        return False
+    return not selected_without_engine
+
+
+def _health(base_url: str) -> str | None:
+    """None when llama-server answers /health with 200, else what went wrong."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/health", timeout=5) as response:
+            return None if response.status == 200 else f"/health answered {response.status}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"/health failed: {exc}"
+
+
+@pytest.fixture(scope="module")
+def engine_url(request: pytest.FixtureRequest) -> str:
+    """The engine's base URL, or a skip saying why the engine tests cannot run."""
+    if not _selects_engine_only_by_marker(str(request.config.getoption("markexpr") or "")):
+        pytest.skip("engine tests run only with -m engine (and SPLITTER_ENGINE_URL set)")
+    url = os.environ.get("SPLITTER_ENGINE_URL")
+    if not url:
+        pytest.skip(
+            "SPLITTER_ENGINE_URL is not set: start the engine with "
+            "`python bench/engine/setup.py --start` and export the URL it prints"
+        )
+    problem = _health(url)
+    if problem is not None:
+        pytest.skip(f"the engine at {url} is not running ({problem})")
+    return url
+
+
+def _client(url: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=url, api_key="sk-no-key", max_retries=0)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "merge"])
+def test_ask_many_answers_every_question_in_order(engine_url: str, strategy: str) -> None:
+    """Five questions, planned freely or merged (at most four to a prompt, in a format a
+    270M model may well garble, so some answers are re-asked alone): every question is
+    answered, each answer stored at its own question's index."""
+    texts = question_texts(5, 48, marker=False)
+
+    async def ask() -> None:
+        async with _client(engine_url) as client:
+            splitter = Splitter(client, policy=Policy(strategy=strategy))
+            result = await splitter.aask_many(texts, model="gemma", max_tokens=48, **IGNORE_EOS)
+        assert result.ok, [str(a.error) for a in result if not a.ok]
+        assert [a.index for a in result] == list(range(5))
+        assert [a.question.text for a in result] == texts
+        assert all(a.text and a.text.strip() for a in result)
+
+    anyio.run(ask)
+
+
+def test_learned_tpot_curve_matches_direct_measurement(engine_url: str) -> None:
+    """After batches of five answers of mixed lengths and single answers (so decode speed
+    alone and beside others can both be told from the fixed costs), the service model's
+    TPOT(1) and TPOT(5) are within 30% of the engine's, measured by streaming: one answer
+    alone, then five at once, from their chunk timestamps."""
+    lengths = (40, 80, 120, 160, 200)
+    texts = question_texts(5, 0, marker=False)
+    batch = [Question(text=t, max_tokens=n) for t, n in zip(texts, lengths, strict=True)]
+
+    async def measure() -> tuple[float, float, float, float]:
+        async with _client(engine_url) as client:
+            splitter = Splitter(client, policy=Policy(strategy="fanout"))
+            for single in (60, 180):
+                await splitter.aask_many(batch, model="gemma", **IGNORE_EOS)
+                alone = Question(text=texts[0], max_tokens=single)
+                await splitter.aask_many([alone], model="gemma", **IGNORE_EOS)
+            estimate = splitter.service_model("gemma").estimate()
+            params = {"max_tokens": 160, **IGNORE_EOS}
+            one = await measure_stream(client, model="gemma", text=texts[0], params=params)
+            five = await measure_concurrent(client, model="gemma", texts=texts, params=params)
+        tpots = sorted(t.tpot for t in five if t.tpot is not None)
+        assert one.tpot is not None
+        assert len(tpots) == SLOTS
+        return estimate.tpot(1), one.tpot, estimate.tpot(SLOTS), tpots[len(tpots) // 2]
+
+    learned1, measured1, learned5, measured5 = anyio.run(measure)
+    report = (
+        f"TPOT(1) learned {learned1 * 1000:.1f} ms vs measured {measured1 * 1000:.1f} ms; "
+        f"TPOT(5) learned {learned5 * 1000:.1f} ms vs measured {measured5 * 1000:.1f} ms"
+    )
+    print(report)
+    assert learned1 == pytest.approx(measured1, rel=0.3), report
+    assert learned5 == pytest.approx(measured5, rel=0.3), report
