@@ -27,26 +27,12 @@ from collections.abc import Sequence
 import openai
 
 import splitter
+from splitter._seed_bench import question_texts
 from splitter.sim import PROFILES, SimService, serve
-
-TOPICS = (
-    "photosynthesis",
-    "plate tectonics",
-    "the immune system",
-    "compilers",
-    "inflation",
-    "black holes",
-    "the French Revolution",
-    "vaccines",
-    "neural networks",
-    "tides",
-)
 
 
 def prompt(n: int, tokens: int) -> str:
-    lines = [
-        f"{i + 1}. Explain {TOPICS[i % len(TOPICS)]} in detail. [len={tokens}]" for i in range(n)
-    ]
+    lines = [f"{i + 1}. {q}" for i, q in enumerate(question_texts(n, tokens, marker=True))]
     return "Please answer each of these separately:\n" + "\n".join(lines)
 
 

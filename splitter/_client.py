@@ -52,7 +52,7 @@ from openai.types.completion_usage import CompletionUsage
 from openai.types.responses import Response
 
 from . import _gate as gate
-from ._decompose import decompose
+from ._decompose import Decomposition, decompose
 from ._policy import Policy
 from ._questions import Answer, CompoundAnswer
 from ._splitter import Splitter, _Parts
@@ -350,12 +350,14 @@ class _ChunkSource:
         self,
         splitter: Splitter,
         prompt: str,
+        found: Decomposition,
         system: str | None,
         params: dict[str, Any],
         request: dict[str, Any],
     ) -> None:
         self._splitter = splitter
         self._prompt = prompt
+        self._found = found
         self._system = system
         self._params = params
         self._model: str = request["model"]
@@ -368,7 +370,7 @@ class _ChunkSource:
         self.details: CompoundAnswer | None = None
 
     async def __aenter__(self) -> _ChunkSource:
-        self._parts = await self._splitter._parts(self._prompt, self._model)
+        self._parts = await self._splitter._parts(self._prompt, self._model, self._found)
         self._events = self._splitter.astream(
             self._parts.questions, model=self._model, system=self._system, **self._params
         )
@@ -507,7 +509,8 @@ class _AsyncSplittingCompletions(AsyncCompletions):
             return await super().create(**kwargs)
         prompt, system, params = found
         splitter = _splitter_for(self._client)
-        if decompose(prompt).single:
+        decomposition = decompose(prompt)
+        if decomposition.single:
             key = _isolation_key(kwargs, splitter.policy)
             if key is None:
                 return await super().create(**kwargs)
@@ -516,8 +519,11 @@ class _AsyncSplittingCompletions(AsyncCompletions):
             )
             return _single_completion(one, kwargs["model"])
         if kwargs.get("stream"):
-            return AsyncSplitStream(_ChunkSource(splitter, prompt, system, params, kwargs))
-        answer = await splitter.aask(prompt, model=kwargs["model"], system=system, **params)
+            source = _ChunkSource(splitter, prompt, decomposition, system, params, kwargs)
+            return AsyncSplitStream(source)
+        answer = await splitter._answer_prompt(
+            prompt, decomposition, kwargs["model"], system, False, params
+        )
         return _completion(answer, kwargs["model"])
 
     @functools.cached_property
@@ -536,7 +542,8 @@ class _SplittingCompletions(Completions):
             return super().create(**kwargs)
         prompt, system, params = found
         splitter = _splitter_for(self._client)
-        if decompose(prompt).single:
+        decomposition = decompose(prompt)
+        if decomposition.single:
             key = _isolation_key(kwargs, splitter.policy)
             if key is None:
                 return super().create(**kwargs)
@@ -545,8 +552,13 @@ class _SplittingCompletions(Completions):
             )
             return _single_completion(one, kwargs["model"])
         if kwargs.get("stream"):
-            return SplitStream(_ChunkSource(splitter, prompt, system, params, kwargs))
-        answer = splitter.ask(prompt, model=kwargs["model"], system=system, **params)
+            source = _ChunkSource(splitter, prompt, decomposition, system, params, kwargs)
+            return SplitStream(source)
+        answer = run_sync(
+            lambda: splitter._answer_prompt(
+                prompt, decomposition, kwargs["model"], system, False, params
+            )
+        )
         return _completion(answer, kwargs["model"])
 
     @functools.cached_property
@@ -561,11 +573,13 @@ class _SplittingCompletions(Completions):
 class _AsyncSplittingResponses(AsyncResponses):
     async def create(self, **kwargs: Any) -> Any:
         found = _compound_response(kwargs)
-        if found is None or decompose(found[0]).single:
+        decomposition = decompose(found[0]) if found is not None else None
+        if found is None or decomposition is None or decomposition.single:
             return await super().create(**kwargs)
         prompt, instructions, params = found
-        answer = await _splitter_for(self._client).aask(
-            prompt, model=kwargs["model"], system=instructions, **params
+        splitter = _splitter_for(self._client)
+        answer = await splitter._answer_prompt(
+            prompt, decomposition, kwargs["model"], instructions, False, params
         )
         return _response(answer, kwargs["model"], kwargs)
 
@@ -581,11 +595,15 @@ class _AsyncSplittingResponses(AsyncResponses):
 class _SplittingResponses(Responses):
     def create(self, **kwargs: Any) -> Any:
         found = _compound_response(kwargs)
-        if found is None or decompose(found[0]).single:
+        decomposition = decompose(found[0]) if found is not None else None
+        if found is None or decomposition is None or decomposition.single:
             return super().create(**kwargs)
         prompt, instructions, params = found
-        answer = _splitter_for(self._client).ask(
-            prompt, model=kwargs["model"], system=instructions, **params
+        splitter = _splitter_for(self._client)
+        answer = run_sync(
+            lambda: splitter._answer_prompt(
+                prompt, decomposition, kwargs["model"], instructions, False, params
+            )
         )
         return _response(answer, kwargs["model"], kwargs)
 

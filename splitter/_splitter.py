@@ -134,16 +134,9 @@ class Splitter:
         postscript, dependent parts after the answers they need — and put back together
         under the prompt's own numbering. A prompt that is one question is one request.
         """
-        chosen_model = self._model(model)
-        parts = await self._parts(prompt, chosen_model)
-        result = await self.aask_many(
-            parts.questions,
-            model=chosen_model,
-            system=system,
-            raise_on_error=raise_on_error,
-            **params,
+        return await self._answer_prompt(
+            prompt, None, self._model(model), system, raise_on_error, params
         )
-        return parts.answer(result)
 
     def ask(
         self,
@@ -251,14 +244,32 @@ class Splitter:
                 self._aggregator = Aggregator()
             return self._aggregator
 
-    async def _parts(self, prompt: str, model: str) -> _Parts:
-        """``prompt``'s parts as questions: by the rules, or by a model call when the policy
-        asks for one and it is priced worth it."""
+    async def _answer_prompt(
+        self,
+        prompt: str,
+        found: Decomposition | None,
+        model: str,
+        system: str | None,
+        raise_on_error: bool,
+        params: dict[str, Any],
+    ) -> CompoundAnswer:
+        """:meth:`aask`, for a prompt that may already be taken apart by the rules
+        (``found``: the drop-in wrapper decides on it before splitting)."""
+        parts = await self._parts(prompt, model, found)
+        result = await self.aask_many(
+            parts.questions, model=model, system=system, raise_on_error=raise_on_error, **params
+        )
+        return parts.answer(result)
+
+    async def _parts(self, prompt: str, model: str, found: Decomposition | None = None) -> _Parts:
+        """``prompt``'s parts as questions: by the rules (``found``, if the caller already
+        applied them), or by a model call when the policy asks for one and it is priced
+        worth it."""
         if not isinstance(prompt, str):
             raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
         if not prompt.strip():
             raise InvalidInputError("the prompt is blank")
-        decomposition = decompose(prompt)
+        decomposition = found if found is not None else decompose(prompt)
         by: Literal["heuristic", "llm"] = "heuristic"
         spent = Usage()
         wanted = self.policy.decompose
