@@ -62,12 +62,14 @@ class Decomposition:
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 # Quote pairs; a straight quote opens only after a space, a colon or the start, so the
-# apostrophes of "What's" and "İstanbul'un" are not quotes.
-_QUOTES = re.compile(
-    r"\"[^\"\n]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’"
-    r"|(?:(?<=^)|(?<=[\s:(]))'[^'\n]*'(?=[\s.,;:!?)]|$)",
+# apostrophes of "What's" and "İstanbul'un" are not quotes. A curly quote runs to the first
+# of its closers; straight quotes stay on their line.
+_CURLY_CLOSERS = {"“": "”", "„": "“”", "«": "»", "「": "」", "『": "』", "《": "》", "‘": "’"}
+_STRAIGHT_QUOTE = re.compile(
+    r"\"[^\"\n]*\"|(?:(?<=^)|(?<=[\s:(]))'[^'\n]*'(?=[\s.,;:!?)]|$)",
     re.M,
 )
+_QUOTE_OPENER = re.compile("[\"'" + "".join(_CURLY_CLOSERS) + "]")
 _MARKER = re.compile(
     r"""^(?P<indent>[ \t]*)(?P<marker>
         \*\*(?:Q|q)?\d{1,2}[.)]?\*\*            # **1.**
@@ -94,6 +96,8 @@ _URL = re.compile(r"\b(?:https?://|www\.)\S+")
 _NO_BREAK_BEFORE = re.compile(
     r"(?:^|\s)(?:(?i:e\.g|i\.e|p\.s|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|\d{1,2}|[A-Z])\.$"
 )
+# Longer than any match of it ("approx." after a space is 8), so "^" cannot match mid-word.
+_LONGEST_NO_BREAK = 16
 _WH_START = re.compile(
     r"^(?:what|whats|what's|how|hows|how's|why|when|where|who|whom|whose|which|is|are|can|"
     r"could|do|does|did|should|would|will|was|were|any|wie|was|warum|wann|wo|wer|"
@@ -277,9 +281,51 @@ def _strip_label(before: str, label: str | None) -> str:
 def _masked(text: str) -> str:
     """``text`` with code and quoted spans blanked out (same length), so their question
     marks and markers are not read as the prompt's own."""
-    for pattern in (_URL, _INLINE_CODE, _QUOTES):
+    for pattern in (_URL, _INLINE_CODE):
         text = pattern.sub(lambda m: " " * len(m.group()), text)
-    return text
+    spans = _quote_spans(text)
+    if not spans:
+        return text
+    pieces, pos = [], 0
+    for start, end in spans:
+        pieces += [text[pos:start], " " * (end - start)]
+        pos = end
+    return "".join([*pieces, text[pos:]])
+
+
+def _quote_spans(text: str) -> list[tuple[int, int]]:
+    """Where the quoted spans are, left to right. A regex would try every unclosed opener
+    against the rest of the text (quadratic on a run of them); here each closer's next
+    position is looked up once and reused until the scan passes it."""
+    spans: list[tuple[int, int]] = []
+    next_at: dict[str, int] = {}  # closer -> where it was last found (-1: nowhere after)
+
+    def closer_after(chars: str, pos: int) -> int:
+        found = []
+        for c in chars:
+            at = next_at.get(c)
+            if at is None or 0 <= at < pos:
+                at = next_at[c] = text.find(c, pos)
+            if at >= 0:
+                found.append(at)
+        return min(found, default=-1)
+
+    pos = 0
+    while (opener := _QUOTE_OPENER.search(text, pos)) is not None:
+        start = opener.start()
+        closers = _CURLY_CLOSERS.get(opener.group())
+        if closers is None:
+            straight = _STRAIGHT_QUOTE.match(text, start)
+            end = straight.end() if straight else -1
+        else:
+            close = closer_after(closers, start + 1)
+            end = close + 1 if close >= 0 else -1
+        if end < 0:
+            pos = start + 1
+            continue
+        spans.append((start, end))
+        pos = end
+    return spans
 
 
 def _units(prompt: str) -> list[_Unit]:
@@ -343,7 +389,7 @@ def _units(prompt: str) -> list[_Unit]:
         # A hard-wrapped sentence: this line ends mid-phrase and the next goes on.
         while (
             i + 1 < len(lines)
-            and _DANGLING.search(masked[start:end])
+            and _DANGLING.search(masked[lines[i][0] : end])  # the last line joined
             and masked[lines[i + 1][0] : lines[i + 1][1]].strip()
             and not _MARKER.match(prompt[lines[i + 1][0] : lines[i + 1][1]])
         ):
@@ -395,7 +441,10 @@ def _sentences(prompt: str, masked: str, start: int, end: int) -> list[_Unit]:
     piece_start = start
     for m in _SENTENCE_BREAK.finditer(masked, start, end):
         cut = m.start()
-        if masked[cut - 1] == "." and _NO_BREAK_BEFORE.search(masked[piece_start:cut]):
+        # Only the sentence's last word matters: searching all of it is quadratic in a run of
+        # "e.g." or initials.
+        tail = masked[max(piece_start, cut - _LONGEST_NO_BREAK) : cut]
+        if masked[cut - 1] == "." and _NO_BREAK_BEFORE.search(tail):
             continue
         out.extend(_unit(prompt, piece_start, cut))
         piece_start = cut
@@ -661,10 +710,11 @@ def with_detected_dependencies(parts: Sequence[Part], *, preamble: str = "") -> 
     """
     out: list[Part] = []
     labels = [_plain_label(p.label) for p in parts]
+    lowered = [p.text.lower() for p in parts]
     for j, part in enumerate(parts):
         needs = set(part.depends_on)
         if j:
-            needs |= _references(part.text, j, labels, parts, preamble)
+            needs |= _references(part.text, j, labels, lowered, preamble)
         out.append(
             Part(part.text, part.label, part.confidence, tuple(sorted(needs)), part.start, part.end)
         )
@@ -679,7 +729,7 @@ def _plain_label(label: str | None) -> str | None:
 
 
 def _references(
-    text: str, j: int, labels: Sequence[str | None], parts: Sequence[Part], preamble: str
+    text: str, j: int, labels: Sequence[str | None], lowered: Sequence[str], preamble: str
 ) -> set[int]:
     masked = _masked(text)
     found: set[int] = set()
@@ -699,7 +749,7 @@ def _references(
             continue  # "ce qu'on", "o da": not a noun phrase
         if word == "o" and not _TURKISH_LETTERS.search(text):
             continue  # Portuguese/Spanish "o" is an article, not Turkish "that"
-        source = _mentions(noun, parts[:j])
+        source = _mentions(noun, lowered[:j])
         if source is not None:
             return {source}
         if not preamble and word and word not in {"this", "these", "its", "their"}:
@@ -709,16 +759,20 @@ def _references(
     return found
 
 
-def _mentions(noun: str, earlier: Sequence[Part]) -> int | None:
-    """The latest earlier part whose text holds ``noun`` (or its stem)."""
+def _mentions(noun: str, earlier: Sequence[str]) -> int | None:
+    """The latest earlier part (``earlier``: their texts, lowercased) holding ``noun`` (or
+    its stem). Cheap substring checks first: this runs for every part against every
+    earlier one."""
     if not noun:
         return None
+    alphabetic = noun.isascii() or (noun.isalpha() and not _is_cjk(noun))
+    # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
+    stem = noun[: max(3, len(noun) - 3)]
+    at_word_start = re.compile(rf"\b{re.escape(stem)}") if len(stem) >= 3 else None
     for i in range(len(earlier) - 1, -1, -1):
-        words = earlier[i].text.lower()
-        if noun.isascii() or (noun.isalpha() and not _is_cjk(noun)):
-            # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
-            stem = noun[: max(3, len(noun) - 3)]
-            if noun in words or (len(stem) >= 3 and re.search(rf"\b{re.escape(stem)}", words)):
+        words = earlier[i]
+        if alphabetic:
+            if noun in words or (at_word_start and stem in words and at_word_start.search(words)):
                 return i
         elif any(noun[:k] in words for k in range(len(noun), 0, -1)):
             return i  # CJK: "その川は" finds "川"
