@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -66,8 +67,11 @@ def build_merged_prompt(
 def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) -> ParsedAnswers:
     """Map a merged response back to item numbers; ``truncated`` when finish_reason=length."""
     method: Method = "markers"
-    found = _by_markers(text, prompt.nonce, prompt.count)
-    if not found:
+    pieces = _marker_pieces(text, prompt.nonce)
+    found = _trusted(pieces, prompt.count)
+    if not pieces:
+        # Only a response that never used this request's markers is read by position: once
+        # a marker is there, numbered lines and "Answer N" under it are some answer's text.
         found, method = _fallback(text, prompt.count)
     answers = {k: v for k, v in found.items() if v}
     lost = [k for k in range(1, prompt.count + 1) if k not in answers]
@@ -83,29 +87,31 @@ def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) ->
     return ParsedAnswers(answers, missing, method if answers else "none", suspects)
 
 
-def _split(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    matches = list(pattern.finditer(text))
+def _split(text: str, matches: list[re.Match[str]]) -> list[tuple[int, str]]:
     ends = [m.start() for m in matches[1:]] + [len(text)] if matches else []
     return [
         (int(m.group(1)), text[m.end() : end].strip()) for m, end in zip(matches, ends, strict=True)
     ]
 
 
-def _by_markers(text: str, nonce: str, count: int) -> dict[int, str]:
+def _marker_pieces(text: str, nonce: str) -> list[tuple[int, str]]:
     pattern = re.compile(
-        rf"^[ \t]*(?:#+[ \t]*|\*\*)?@@[ \t]*{re.escape(nonce)}[ \t]+answer[ \t]+(\d+)[ \t]*@@"
+        rf"^[ \t]*(?:#+[ \t]*|\*\*)?@@[ \t]*{re.escape(nonce)}[ \t]+answer[ \t]+(\d{{1,9}})[ \t]*@@"
         r"(?:\*\*)?[ \t]*$",
         re.M | re.I,
     )
-    pieces = _split(text, pattern)
-    numbers = [k for k, _ in pieces]
+    return _split(text, list(pattern.finditer(text)))
+
+
+def _trusted(pieces: list[tuple[int, str]], count: int) -> dict[int, str]:
+    seen = Counter(k for k, _ in pieces)
     # A number that appears twice cannot be trusted either time.
-    return {k: v for k, v in pieces if 1 <= k <= count and numbers.count(k) == 1}
+    return {k: v for k, v in pieces if 1 <= k <= count and seen[k] == 1}
 
 
-_NUMBERED = re.compile(r"^[ \t]*(?:\*\*)?(\d+)[.)](?:\*\*)?[ \t]+", re.M)
+_NUMBERED = re.compile(r"^[ \t]*(?:\*\*)?(\d{1,9})[.)](?:\*\*)?(?:[ \t]+|[ \t]*$)", re.M)
 _HEADINGS = re.compile(
-    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?answer[ \t]+(\d+)[ \t]*[:.)-]?(?:\*\*)?[ \t]*", re.M | re.I
+    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?answer[ \t]+(\d{1,9})[ \t]*[:.)-]?(?:\*\*)?[ \t]*", re.M | re.I
 )
 
 
@@ -113,13 +119,20 @@ def _fallback(text: str, count: int) -> tuple[dict[int, str], Method]:
     as_json = _json_array(text, count)
     if as_json:
         return as_json, "json"
-    formats: tuple[tuple[re.Pattern[str], Method], ...] = (
-        (_HEADINGS, "headings"),
-        (_NUMBERED, "numbered"),
-    )
-    for pattern, method in formats:
-        pieces = _split(text, pattern)
-        if [k for k, _ in pieces] == list(range(1, count + 1)):
+    readings: list[tuple[list[re.Match[str]], Method]] = [
+        (list(_HEADINGS.finditer(text)), "headings"),
+        (list(_NUMBERED.finditer(text)), "numbered"),
+    ]
+    # The format is the one the response opens with: "1." lines after "Answer 1:" headings
+    # are some answer's own list, and must not be read as the items.
+    first = min((matches[0].start() for matches, _ in readings if matches), default=-1)
+    for matches, method in readings:
+        pieces = _split(text, matches)
+        if (
+            matches[:1]
+            and matches[0].start() == first
+            and [k for k, _ in pieces] == list(range(1, count + 1))
+        ):
             return dict(pieces), method
     return {}, "none"
 

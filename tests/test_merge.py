@@ -105,3 +105,30 @@ def test_ambiguous_fallbacks_are_re_asked_whole(text: str) -> None:
     """Without markers, anything but an exact 1..n sequence attributes nothing."""
     parsed = parse_merged(text, _prompt())
     assert (parsed.answers, parsed.missing, parsed.method) == ({}, (1, 2, 3), "none")
+
+
+def test_numbered_lines_inside_marked_answers_are_never_read_by_position() -> None:
+    """Once the response uses this request's markers, a numbered list inside one answer
+    is that answer's text, even when every marker is untrustworthy (here each is written
+    twice): nothing is attributed, everything is re-asked."""
+    answer_1 = "@@ n0 answer 1 @@\n@@ n0 answer 2 @@\n1. X\n2. Z"
+    text = f"@@ n0 answer 1 @@\n{answer_1}\n@@ n0 answer 2 @@\nY"
+    parsed = parse_merged(text, build_merged_prompt(["a", "b"], nonce="n0"))
+    assert (parsed.answers, parsed.missing) == ({}, (1, 2))
+
+
+def test_numbers_alone_on_their_lines_head_items() -> None:
+    """A numbered response with each number on its own line is read as such, so a list
+    inside the last answer adds items and the whole is re-asked instead of being read from
+    that list."""
+    plain = parse_merged("1.\none\n2.\ntwo\n3.\nthree", _prompt())
+    assert (plain.answers, plain.method) == ({1: "one", 2: "two", 3: "three"}, "numbered")
+    listed = parse_merged("1.\none\n2.\ntwo\n3.\nthree:\n1. a\n2. b\n3. c", _prompt())
+    assert (listed.answers, listed.missing) == ({}, (1, 2, 3))
+
+
+def test_item_numbers_of_thousands_of_digits_are_text() -> None:
+    """A marker or list number too long for int() is not a marker: no ValueError escapes."""
+    huge = "9" * 5000
+    parsed = parse_merged(f"@@ n0 answer {huge} @@\nx\n{huge}. y", _prompt())
+    assert (parsed.answers, parsed.missing) == ({}, (1, 2, 3))
