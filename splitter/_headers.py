@@ -52,7 +52,8 @@ def parse_duration(text: str, *, now: float | None = None) -> float | None:
         return None
     parts = _DURATION_PART.findall(text)
     if parts and "".join(n + u for n, u in parts) == text:
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+        return seconds if math.isfinite(seconds) else None  # "999...9s" overflows to inf
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -188,9 +189,11 @@ class _Collected:
             )
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.usage = Usage(
-                int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-            )
+            prompt = _token_count(usage.get("prompt_tokens"))
+            completion = _token_count(usage.get("completion_tokens"))
+            # An unreadable count is no usage at all: the caller estimates it instead.
+            if prompt is not None and completion is not None:
+                self.usage = Usage(prompt, completion)
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return ""
@@ -203,6 +206,16 @@ class _Collected:
             self.text.append(piece)
             return piece
         return ""
+
+
+def _token_count(value: object) -> int | None:
+    """A usage field as a count: absent is 0; a negative, infinite or non-number value is
+    unreadable (None)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _reduce(
