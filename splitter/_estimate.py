@@ -51,7 +51,7 @@ def _encoding_name(model: str) -> str:
 
 
 def _bytes_estimate(text: str) -> list[int]:
-    return [0] * math.ceil(len(text.encode()) / 4)
+    return [0] * math.ceil(len(text.encode(errors="surrogatepass")) / 4)
 
 
 @functools.lru_cache(maxsize=64)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ._exceptions import PartialFailure
+from ._exceptions import InvalidInputError, PartialFailure
 
 if TYPE_CHECKING:
     from ._decompose import Decomposition
@@ -46,7 +46,27 @@ class Question(BaseModel):
     def _not_blank(cls, text: str) -> str:
         if not text.strip():
             raise ValueError("the question is blank")
+        if (at := unsendable_at(text)) is not None:
+            raise ValueError(_UNSENDABLE.format(what="the question", at=at))
         return text
+
+
+_UNSENDABLE = "{what} holds a lone surrogate at position {at}, which cannot be sent as UTF-8"
+
+
+def unsendable_at(text: str) -> int | None:
+    """Where ``text`` holds a lone surrogate (which no request body can carry), if it does."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def check_sendable(text: str | None, what: str) -> None:
+    """``InvalidInputError`` naming ``what`` when ``text`` cannot be sent as UTF-8."""
+    if text is not None and (at := unsendable_at(text)) is not None:
+        raise InvalidInputError(_UNSENDABLE.format(what=what, at=at))
 
 
 @dataclass(frozen=True, slots=True)

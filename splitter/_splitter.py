@@ -26,7 +26,7 @@ from ._llm_decompose import INSTRUCTION, parse_plan, request_text
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
-from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage
+from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage, check_sendable
 from ._service_model import InFlightMeter, ServiceModel
 from ._stream import AnswerStream, Relay, StreamEvent
 from ._sync import iterate_sync, run_sync
@@ -88,6 +88,7 @@ class Splitter:
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
         deps = build_graph(items)
+        check_sendable(system, "system")
         spec = RequestSpec(chosen_model, system, self._params(params))
         if not items:
             return BatchResult(())
@@ -269,6 +270,7 @@ class Splitter:
             raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
         if not prompt.strip():
             raise InvalidInputError("the prompt is blank")
+        check_sendable(prompt, "the prompt")
         decomposition = found if found is not None else decompose(prompt)
         by: Literal["heuristic", "llm"] = "heuristic"
         spent = Usage()
@@ -301,6 +303,7 @@ class Splitter:
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
+        check_sendable(system, "system")
         spec = RequestSpec(chosen_model, system, self._params(params))
         return self._stream(items, spec, ordered=ordered)
 
@@ -379,6 +382,7 @@ class Splitter:
         if not items:
             raise InvalidInputError("there is nothing to plan: the list of questions is empty")
         deps = build_graph(items)
+        check_sendable(system, "system")
         spec = RequestSpec(chosen_model, system, self._params(params))
         first = [i for i, needs in enumerate(deps) if not needs]
         return self._plan(

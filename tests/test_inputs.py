@@ -19,6 +19,12 @@ pytestmark = pytest.mark.anyio
         pytest.param(["ok", "ok", "  \n"], r"questions\[2\]: the question is blank", 2, id="blank"),
         pytest.param([""], r"questions\[0\]: the question is blank", 0, id="empty"),
         pytest.param(
+            ["ok", "What is a\ud800b?"],
+            r"questions\[1\]: the question holds a lone surrogate at position 9",
+            1,
+            id="lone-surrogate",
+        ),
+        pytest.param(
             ["fine", "word " * 2000],
             r"questions\[1\] is ~\d+ tokens, over max_question",
             1,
@@ -78,3 +84,26 @@ async def test_n_equal_one_is_allowed() -> None:
     async with open_sim_client(SimService("instant")) as client:
         result = await Splitter(client, model="m").aask_many(["q"], n=1)
     assert result.ok
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        pytest.param("system", r"system holds a lone surrogate at position 1", id="system"),
+        pytest.param("prompt", r"the prompt holds a lone surrogate at position 7", id="prompt"),
+    ],
+)
+async def test_unsendable_text_outside_the_questions_is_refused(call: str, match: str) -> None:
+    """A lone surrogate in the system prompt or a compound prompt is InvalidInputError
+    before any request (openai's body encoder raised UnicodeEncodeError mid-batch)."""
+    service = SimService("instant")
+    async with open_sim_client(service) as client:
+        splitter = Splitter(client, model="gpt-4o-mini")
+        ask = (
+            splitter.aask_many(["What is DNS?"], system="a\udfffb")
+            if call == "system"
+            else splitter.aask("1. Why?\ud800 2. How?")
+        )
+        with pytest.raises(InvalidInputError, match=match):
+            await ask
+    assert service.log == []
