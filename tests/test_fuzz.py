@@ -16,17 +16,26 @@ stays well under a minute in CI.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
+import math
 import re
 import time
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from splitter import decompose
+from splitter import InvalidInputError, InvalidResponseError, Policy, decompose
+from splitter._budget import MemoryBudget
+from splitter._headers import parse_count, parse_duration, parse_retry_after
+from splitter._llm_decompose import parse_plan
 from splitter._merge import build_merged_prompt, parse_merged
+from splitter._openai import _Collected
+from splitter._questions import unsendable_at
+from splitter._splitter import normalize_questions
 
 # -- no quadratic scans ---------------------------------------------------------------------
 
@@ -66,7 +75,7 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 NONCE = "0a1b2c3d4e5f"
 
 # Any character a str can hold: lone surrogates and NULs included.
-any_text = st.text(st.characters(codec=None), max_size=60)
+any_text = st.text(st.characters(exclude_categories=()), max_size=60)
 
 
 def _runs(line: Callable[[int], str]) -> st.SearchStrategy[str]:
@@ -165,3 +174,210 @@ def test_a_merged_prompt_holds_every_question_under_its_own_marker(
     prompt = build_merged_prompt(texts, preamble=preamble, nonce=nonce)
     marker = re.compile(rf"^@@ {nonce} question (\d+) @@$", re.M)
     assert [int(m.group(1)) for m in marker.finditer(prompt.text)] == list(range(1, len(texts) + 1))
+
+
+# -- questions, prompts and the decomposer's reply -------------------------------------------
+
+junk = st.one_of(
+    any_text,
+    st.text(st.sampled_from(" \t\n\x00\u200b\ud800\udfff?.;:1)(a-•“„«'\"`"), max_size=80),
+    st.integers(),
+    st.floats(),
+    st.none(),
+    st.binary(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.builds(dict),
+)
+
+
+@FUZZ
+@given(st.lists(junk, max_size=8))
+def test_bad_questions_raise_only_invalid_input_naming_the_item(items: list[object]) -> None:
+    """Any list of anything: accepted as questions, or InvalidInputError naming an index."""
+    if all(isinstance(i, str) and i.strip() and unsendable_at(i) is None for i in items):
+        questions = normalize_questions(items, policy=Policy(), model="gpt-4o-mini")
+        assert [q.text for q in questions] == items
+        return
+    with pytest.raises(InvalidInputError, match=r"^questions\[\d+\]") as caught:
+        normalize_questions(items, policy=Policy(), model="gpt-4o-mini")
+    bad = caught.value.index
+    assert bad is not None
+    assert not (
+        isinstance(items[bad], str) and items[bad].strip() and unsendable_at(items[bad]) is None
+    )
+
+
+@FUZZ
+@given(
+    st.one_of(
+        any_text, st.lists(st.one_of(any_text, foreign_delimiters), max_size=12).map("\n".join)
+    )
+)
+def test_decompose_takes_any_text_apart_into_pieces_of_it(prompt: str) -> None:
+    """Any prompt: ValueError when blank, else parts whose text stands in the prompt where
+    the part says, and dependencies only on earlier parts."""
+    if not prompt.strip():
+        with pytest.raises(ValueError, match="blank"):
+            decompose(prompt)
+        return
+    found = decompose(prompt)
+    assert found.parts
+    for j, part in enumerate(found.parts):
+        assert part.text
+        assert prompt[part.start : part.end] == part.text
+        assert all(0 <= d < j for d in part.depends_on)
+
+
+plan_replies = st.one_of(
+    any_text,
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | any_text,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["parts", "text", "depends_on", "x"]), inner, max_size=3
+            )
+        ),
+        max_leaves=12,
+    ).map(lambda v: json.dumps(v)),
+    st.lists(
+        st.fixed_dictionaries(
+            {"text": any_text, "depends_on": st.lists(st.integers(-3, 9), max_size=3)}
+        ),
+        max_size=4,
+    ).map(lambda parts: "```json\n" + json.dumps({"parts": parts}) + "\n```"),
+)
+
+
+@FUZZ
+@given(plan_replies, any_text)
+def test_the_llm_decomposers_reply_is_a_decomposition_or_a_value_error(
+    reply: str, prompt: str
+) -> None:
+    """Whatever the model replies: a decomposition whose parts depend only on earlier ones,
+    or ValueError (the caller then keeps the rules' split)."""
+    try:
+        found = parse_plan(reply, prompt)
+    except ValueError:
+        return
+    for j, part in enumerate(found.parts):
+        assert part.text.strip()
+        assert all(0 <= d < j for d in part.depends_on)
+
+
+# -- headers, budgets and error bodies -------------------------------------------------------
+
+numbers = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-(10**30), 10**30).map(str),
+    st.sampled_from(["nan", "inf", "-inf", "1e400", "-0", "1_000", " 5 ", "0x10", "", "١٢"]),
+)
+durations = st.one_of(
+    numbers,
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["ms", "s", "m", "h", "d"])), max_size=4
+    ).map(lambda parts: "".join(f"{n}{u}" for n, u in parts)),
+    st.sampled_from(
+        [
+            "9" * 400 + "s",
+            "1e400s",
+            "2026-13-01T00:00:00Z",
+            "9999-12-31T23:59:59+00:00",
+            "0001-01-01T00:00:00Z",
+        ]
+    ),
+    st.datetimes(timezones=st.just(datetime.UTC)).map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: email.utils.format_datetime(d.replace(tzinfo=datetime.UTC))),
+)
+header_values = st.one_of(numbers, durations, any_text.filter(lambda t: "\x00" not in t))
+LIMIT_HEADERS = [
+    f"x-ratelimit-{what}-{kind}"
+    for what in ("limit", "remaining", "reset")
+    for kind in ("requests", "tokens")
+]
+headers = st.dictionaries(
+    st.sampled_from(["retry-after", "retry-after-ms", *LIMIT_HEADERS]), header_values, max_size=8
+)
+
+
+@FUZZ
+@given(headers)
+@example({"x-ratelimit-reset-requests": "9" * 400 + "s"})  # was inf
+def test_header_readers_return_a_finite_non_negative_number_or_none(given: dict[str, str]) -> None:
+    """Malformed, negative, huge, NaN or infinite header values never raise and never
+    come back as a wait that is negative or infinite."""
+    values = [parse_retry_after(given)]
+    values += [parse_count(given.get(h)) for h in LIMIT_HEADERS]
+    values += [parse_duration(given.get(h, "")) for h in LIMIT_HEADERS]
+    for value in values:
+        assert value is None or (math.isfinite(value) and value >= 0)
+
+
+@FUZZ
+@given(st.lists(headers, min_size=1, max_size=4), st.integers(1, 10**7))
+@pytest.mark.anyio
+async def test_a_budget_synced_from_any_headers_never_asks_for_an_endless_wait(
+    readings: list[dict[str, str]], tokens: int
+) -> None:
+    """A budget fed garbage headers still gives finite, non-negative waits (a NaN or an
+    infinite wait would hang the batch)."""
+    budget = MemoryBudget(rpm=600, tpm=100_000)
+    for reading in readings:
+        await budget.sync(reading)
+        await budget.rate_limited("requests", parse_retry_after(reading))
+    now = time.monotonic()
+    for bucket in budget.buckets.values():
+        wait = bucket.wait(tokens, now)
+        assert math.isfinite(wait)
+        assert wait >= 0
+    snapshot = budget.snapshot()
+    for value in (snapshot.remaining_requests, snapshot.requests_per_second):
+        assert value is None or not math.isnan(value)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats() | any_text,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "choices",
+                    "delta",
+                    "content",
+                    "usage",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "finish_reason",
+                    "error",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=15,
+)
+stream_lines = st.one_of(
+    any_text,
+    json_values.map(lambda v: "data: " + json.dumps(v)),
+    st.sampled_from(["data: [DONE]", "data:", "data: {", ": ping", "event: x"]),
+)
+
+
+@FUZZ
+@given(st.lists(stream_lines, max_size=6))
+@example(['data: {"usage": {"prompt_tokens": [null]}}'])  # was a TypeError
+@example(['data: {"usage": {"prompt_tokens": 1e400, "completion_tokens": "7"}}'])
+def test_stream_events_are_read_or_rejected_as_invalid_responses(lines: list[str]) -> None:
+    """Any event-stream lines, non-JSON or oddly shaped JSON: text pieces, or
+    InvalidResponseError (retried like any 2xx without an answer), never another error."""
+    collected = _Collected()
+    for line in lines:
+        try:
+            piece = collected.line(line)
+        except InvalidResponseError:
+            continue
+        assert isinstance(piece, str)
+    assert collected.usage is None or collected.usage.total_tokens >= 0
