@@ -24,18 +24,31 @@ import re
 import time
 from collections.abc import Callable
 
+import openai
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from splitter import InvalidInputError, InvalidResponseError, Policy, decompose
+from splitter import (
+    APIError,
+    InvalidInputError,
+    InvalidResponseError,
+    Limits,
+    Policy,
+    RetryPolicy,
+    Splitter,
+    decompose,
+)
 from splitter._budget import MemoryBudget
+from splitter._compat import http_module
 from splitter._headers import parse_count, parse_duration, parse_retry_after
 from splitter._llm_decompose import parse_plan
 from splitter._merge import build_merged_prompt, parse_merged
 from splitter._openai import _Collected
 from splitter._questions import unsendable_at
 from splitter._splitter import normalize_questions
+from splitter.sim import SimService, answer_tag, serve
+from splitter.sim._answers import answer_prompt
 
 # -- no quadratic scans ---------------------------------------------------------------------
 
@@ -381,3 +394,98 @@ def test_stream_events_are_read_or_rejected_as_invalid_responses(lines: list[str
             continue
         assert isinstance(piece, str)
     assert collected.usage is None or collected.usage.total_tokens >= 0
+
+
+# -- end to end: over loopback HTTP, through the simulator -----------------------------------
+
+E2E = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+sendable_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+e2e_questions = st.lists(
+    st.lists(st.one_of(sendable_text, foreign_delimiters), min_size=1, max_size=3)
+    .map("\n".join)
+    .filter(lambda q: q.strip() != ""),
+    min_size=1,
+    max_size=5,
+)
+MODEL = "gpt-4o-mini"
+
+
+def _own(question: str, text: str | None, service: SimService) -> bool:
+    """The simulator's answer to this question: tagged with it inside a merged answer, or
+    (re-asked alone, when its text looks like a list or a merged prompt itself) exactly
+    what the simulator answers it alone."""
+    alone = answer_prompt(question, service.default_answer_tokens).text
+    return text is not None and (text.startswith(answer_tag(question)) or text == alone)
+
+
+def test_every_answer_is_its_own_questions_over_loopback_http() -> None:
+    """Adversarial questions (fake markers, numbered lines, injected instructions, any
+    unicode) merged into one request and sent to the simulator over real HTTP: every
+    answer is its own question's, none another's, whatever was merged or re-asked."""
+    service = SimService(MODEL, time_scale=0.001, default_answer_tokens=6)
+    policy = Policy(strategy="merge")
+    with serve(service) as base_url, openai.OpenAI(base_url=base_url, api_key="sk-fuzz") as client:
+        splitter = Splitter(client, policy=policy, model=MODEL)
+
+        @E2E
+        @given(e2e_questions)
+        def check(questions: list[str]) -> None:
+            result = splitter.ask_many(questions)
+            assert [a.question.text for a in result] == questions
+            for answer, question in zip(result, questions, strict=True):
+                assert answer.ok, answer.error
+                assert _own(question, answer.text, service), (question, answer.text)
+
+        check()
+    assert any(len(record.questions) > 1 for record in service.log)  # merging was exercised
+
+
+error_bodies = st.one_of(
+    st.binary(max_size=64),
+    any_text.map(lambda t: t.encode("utf-8", "surrogatepass")),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {
+            "error": st.fixed_dictionaries(
+                {"message": json_values, "type": json_values, "code": json_values}
+            )
+        }
+    ).map(lambda v: json.dumps(v).encode()),
+)
+error_statuses = st.sampled_from([400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 529])
+# What a server can put in a header: printable ASCII.
+wire_values = header_values.map(lambda t: "".join(c for c in t if " " <= c <= "~"))
+retry_headers = st.dictionaries(
+    st.sampled_from(["retry-after", "retry-after-ms"]), wire_values, max_size=2
+)
+
+
+def test_any_error_response_fails_its_questions_with_a_splitter_error() -> None:
+    """Every error status with any body (non-JSON, odd JSON, wrong types) and any
+    retry-after: each question fails with an APIError of splitter's tree, promptly (a
+    retry-after past max_retry_after fails instead of waiting)."""
+    http = http_module()
+    policy = Policy(
+        retry=RetryPolicy(
+            max_attempts=2, initial_wait=0, max_wait=0, jitter=0, max_retry_after=0.05
+        ),
+        limits=Limits(enforce=False),
+    )
+
+    @E2E
+    @given(error_statuses, error_bodies, retry_headers)
+    def check(status: int, body: bytes, extra: dict[str, str]) -> None:
+        def respond(request: object) -> object:
+            return http.Response(status, content=body, headers=extra)
+
+        client = openai.OpenAI(
+            base_url="http://errors.splitter.invalid/v1",
+            api_key="sk-fuzz",
+            http_client=openai.DefaultHttpxClient(transport=http.MockTransport(respond)),
+        )
+        with client:
+            result = Splitter(client, policy=policy, model=MODEL).ask_many(["a?", "b?"])
+        for answer in result:
+            assert isinstance(answer.error, APIError), repr(answer.error)
+
+    check()
