@@ -60,7 +60,13 @@ async def _http(service: SimService, scope: Scope, receive: Receive, send: Send)
     reset = False
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-        response = await service.handle(scope["method"], scope["path"], body)
+        authorization = dict(scope.get("headers") or []).get(b"authorization")
+        response = await service.handle(
+            scope["method"],
+            scope["path"],
+            body,
+            authorization=authorization.decode("latin-1") if authorization else None,
+        )
         reset = await _deliver(response, send)
         tg.cancel_scope.cancel()
     if reset:  # outside the task group, so the server sees this exception and not a group

@@ -190,8 +190,12 @@ class SimService:
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         scripted: Mapping[str, str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         """``clock`` gives real seconds for the engine, the rate limits and the log.
+
+        ``api_key``, when given, is the only key accepted: any other bearer token gets
+        OpenAI's 401 ``invalid_api_key``, whose message shows the key masked as OpenAI does.
 
         ``scripted`` maps a piece of prompt text to the exact answer for any prompt holding
         it (the first match, in the mapping's order), for tests of code that parses what
@@ -209,6 +213,7 @@ class SimService:
         self.faults = faults or Faults()
         self.default_answer_tokens = default_answer_tokens
         self.scripted = dict(scripted or {})
+        self.api_key = api_key
         self.seed = seed
         self._clock = clock
         self._engine = Engine(profile, time_scale=time_scale, clock=clock)
@@ -235,14 +240,20 @@ class SimService:
 
     # -- handling -------------------------------------------------------------------------
 
-    async def handle(self, method: str, path: str, body: bytes) -> SimResponse:
-        """Serve one request; a returned stream is owned (and must be closed) by the door."""
+    async def handle(
+        self, method: str, path: str, body: bytes, *, authorization: str | None = None
+    ) -> SimResponse:
+        """Serve one request; a returned stream is owned (and must be closed) by the door.
+
+        ``authorization`` is the request's Authorization header (checked when the service
+        was given an ``api_key``)."""
         call = self._open(path)
         response: SimResponse | None = None
         try:
             await self._sleep(self.profile.rtt / 2)
             call.started = self._clock()
-            response = await self._route(call, method, path, body)
+            refused = self._unauthorized(call, authorization)
+            response = refused or await self._route(call, method, path, body)
             response.headers += self._common_headers(call)
             await self._sleep(self.profile.rtt / 2)
         except BaseException:
@@ -304,6 +315,17 @@ class SimService:
             return await handler(call, body)
         except BadRequest as exc:
             return self._error(call, 400, exc.message, "invalid_request_error", param=exc.param)
+
+    def _unauthorized(self, call: _Call, authorization: str | None) -> SimResponse | None:
+        if self.api_key is None or authorization == f"Bearer {self.api_key}":
+            return None
+        given = (authorization or "").removeprefix("Bearer ")
+        shown = f"{given[:3]}{'*' * max(0, len(given) - 7)}{given[-4:]}" if given else "(none)"
+        message = (
+            f"Incorrect API key provided: {shown}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys."
+        )
+        return self._error(call, 401, message, "invalid_request_error", code="invalid_api_key")
 
     def _error(
         self,

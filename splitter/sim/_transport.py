@@ -72,7 +72,12 @@ class _Transport:
         timeout = _read_timeout(request)
         try:
             with anyio.fail_after(timeout):
-                response = await self._service.handle(request.method, request.url.path, body)
+                response = await self._service.handle(
+                    request.method,
+                    request.url.path,
+                    body,
+                    authorization=request.headers.get("authorization"),
+                )
         except TimeoutError as exc:
             raise http.ReadTimeout("simulated read timeout", request=request) from exc
         if response.reset:
