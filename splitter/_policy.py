@@ -6,7 +6,9 @@ misspelt option fails loudly instead of being ignored.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -81,6 +83,24 @@ class SharedBudget(_Config):
     )
     key_ttl: float = Field(600, gt=0, description="Seconds an unused budget key lives.")
     timeout: float = Field(0.5, gt=0, description="Seconds to wait for Redis before an outage.")
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, object]]:
+        # A password in the URL stays out of reprs (and so out of logs and tracebacks).
+        for name, value in super().__repr_args__():
+            yield name, redacted_url(value) if name == "url" and isinstance(value, str) else value
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable url>"
+    if not password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 class RetryPolicy(_Config):

@@ -24,7 +24,7 @@ import anyio.to_thread
 
 from .._exceptions import BudgetError
 from .._headers import parse_count, parse_duration
-from .._policy import Limits, SharedBudget
+from .._policy import Limits, SharedBudget, redacted_url
 from ._bucket import HEADROOM, RESERVE
 from ._memory import MemoryBudget
 from ._protocol import Kind, Reservation
@@ -312,7 +312,8 @@ class RedisBudget:
 
     def _outage(self, exc: BaseException) -> None:
         if self._config.on_outage == "stop":
-            raise BudgetError(f"the shared budget at {self._config.url} is unreachable") from exc
+            where = redacted_url(self._config.url)
+            raise BudgetError(f"the shared budget at {where} is unreachable") from exc
         self._down_until = self._clock() + _RETRY_REDIS_AFTER
         if not self._warned:
             self._warned = True
