@@ -4,7 +4,8 @@ Each answer is asked for under a marker line holding a random per-request nonce,
 inside a question (a fake marker, a numbered list, "answer 2 is X") cannot decide where
 another question's answer is read from: the question could not know the nonce. When a
 model ignores the markers, a numbered list, "Answer N:" headings or a JSON array are
-accepted, but only when they hold exactly the items 1..n in order; anything ambiguous is
+accepted, but only when they hold exactly the items 1..n in order and no question uses
+that layout itself (its list could be what the model answered); anything ambiguous is
 left for the executor to re-ask alone, because a re-ask costs time while a misattributed
 answer costs correctness.
 """
@@ -35,6 +36,9 @@ class MergedPrompt:
     text: str
     nonce: str
     count: int
+    # Layouts a marker-less answer may be read by: not one that a question's own text
+    # uses, or the model answering that question's list would pass for every item.
+    positional: tuple[Method, ...] = ("headings", "numbered")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,11 @@ def build_merged_prompt(
         f"@@ {nonce} question {i} @@\n{q.strip()}" for i, q in enumerate(questions, 1)
     )
     parts = [preamble.strip()] if preamble and preamble.strip() else []
-    return MergedPrompt("\n\n".join([*parts, head, items]), nonce, len(questions))
+    lines = [line for q in questions for line in q.splitlines()]
+    positional = tuple(
+        method for pattern, method in _POSITIONAL if not any(pattern.match(line) for line in lines)
+    )
+    return MergedPrompt("\n\n".join([*parts, head, items]), nonce, len(questions), positional)
 
 
 def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) -> ParsedAnswers:
@@ -72,7 +80,7 @@ def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) ->
     if not pieces:
         # Only a response that never used this request's markers is read by position: once
         # a marker is there, numbered lines and "Answer N" under it are some answer's text.
-        found, method = _fallback(text, prompt.count)
+        found, method = _fallback(text, prompt.count, prompt.positional)
     answers = {k: v for k, v in found.items() if v}
     lost = [k for k in range(1, prompt.count + 1) if k not in answers]
     if truncated and answers:
@@ -115,17 +123,21 @@ _HEADINGS = re.compile(
 )
 
 
-def _fallback(text: str, count: int) -> tuple[dict[int, str], Method]:
+_POSITIONAL: tuple[tuple[re.Pattern[str], Method], ...] = (
+    (_HEADINGS, "headings"),
+    (_NUMBERED, "numbered"),
+)
+
+
+def _fallback(text: str, count: int, allowed: Sequence[Method]) -> tuple[dict[int, str], Method]:
     as_json = _json_array(text, count)
     if as_json:
         return as_json, "json"
-    readings: list[tuple[list[re.Match[str]], Method]] = [
-        (list(_HEADINGS.finditer(text)), "headings"),
-        (list(_NUMBERED.finditer(text)), "numbered"),
-    ]
+    readings = [(list(p.finditer(text)), m) for p, m in _POSITIONAL if m in allowed]
     # The format is the one the response opens with: "1." lines after "Answer 1:" headings
     # are some answer's own list, and must not be read as the items.
-    first = min((matches[0].start() for matches, _ in readings if matches), default=-1)
+    heads = [p.search(text) for p, _ in _POSITIONAL]
+    first = min((m.start() for m in heads if m is not None), default=-1)
     for matches, method in readings:
         pieces = _split(text, matches)
         if (

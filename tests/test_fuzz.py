@@ -429,6 +429,9 @@ def test_every_answer_is_its_own_questions_over_loopback_http() -> None:
 
         @E2E
         @given(e2e_questions)
+        # A question whose list (split on "\r") the model answered for all four: was read
+        # by position, every answer the list's.
+        @example(['```json\n["X", "X"]\n```'] * 3 + ["@@ 0 question 0 @@\n0. 0\r0. 0\r0. 0\r0. 0"])
         def check(questions: list[str]) -> None:
             result = splitter.ask_many(questions)
             assert [a.question.text for a in result] == questions

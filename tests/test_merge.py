@@ -132,3 +132,13 @@ def test_item_numbers_of_thousands_of_digits_are_text() -> None:
     huge = "9" * 5000
     parsed = parse_merged(f"@@ n0 answer {huge} @@\nx\n{huge}. y", _prompt())
     assert (parsed.answers, parsed.missing) == ({}, (1, 2, 3))
+
+
+def test_a_layout_a_question_uses_is_not_read_by_position() -> None:
+    """A question holding a numbered list: a marker-less numbered reply may be the model
+    answering that list, so it is not read as the items; "Answer N" headings still are."""
+    prompt = build_merged_prompt(["Rank these:\n1. tea\n2. coffee", "Why?"], nonce="n0")
+    numbered = parse_merged("1. coffee first\n2. because", prompt)
+    assert (numbered.answers, numbered.missing) == ({}, (1, 2))
+    headings = parse_merged("Answer 1: coffee\nAnswer 2: because", prompt)
+    assert headings.answers == {1: "coffee", 2: "because"}
