@@ -39,7 +39,7 @@ from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
-from ._service_model import Observation
+from ._service_model import Observation, Reading
 from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]
@@ -378,7 +378,7 @@ class _Run:
     def _learn(
         self,
         completion: Completion,
-        shared: Mapping[int | None, tuple[float, float]],
+        shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
     ) -> None:
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -387,7 +387,7 @@ class _Run:
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
                 latency=completion.elapsed,
-                concurrency=shared[None][1],
+                concurrency=shared[None][0][1],
                 queue=shared,
                 started=sent_at,
                 idle=self.endpoint.meter.in_flight == 0,
