@@ -162,9 +162,25 @@ class _Run:
         self.on_answer = on_answer
         self.relay: Relay | None = None
         self.positions: Sequence[int] = ()
+        self.plan_groups = plan.chosen.groups
+        self.head: int | None = None  # the live answer the others wait for, when streaming
+        self.head_started: anyio.Event | None = None
 
     def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
         self.relay, self.positions = relay, positions
+        groups = self.plan_groups
+        if (
+            len(groups) > 1
+            and not groups[0].merged
+            and relay.delivering(positions[groups[0].indexes[0]])
+        ):
+            # The answer being delivered live goes first (the planner put it first) and
+            # the others wait for its first token: sent beside it, their prefill would
+            # compete with its own and delay the first token the reader sees. They are
+            # buffered until it has finished anyway, so starting them a TTFT later
+            # seldom delays what is shown.
+            self.head = groups[0].indexes[0]
+            self.head_started = anyio.Event()
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -176,14 +192,18 @@ class _Run:
     async def single(self, index: int, via: Via, started: _Started | None = None) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        with started or _Started.unordered():
-            outcome, attempts = await self._send(
-                self.spec.messages(question.text),
-                params,
-                self._reserve_single(index),
-                started,
-                streamed=index,
-            )
+        try:
+            with started or _Started.unordered():
+                outcome, attempts = await self._send(
+                    self.spec.messages(question.text),
+                    params,
+                    self._reserve_single(index),
+                    started,
+                    streamed=index,
+                )
+        finally:
+            if index == self.head and self.head_started is not None:
+                self.head_started.set()  # failed or answered without a token: don't wait
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
             return
@@ -301,6 +321,8 @@ class _Run:
         # unknown, only one slot-full of requests goes out before the headers teach them.
         if started is not None:
             await started.turn()
+        if self.head_started is not None and streamed != self.head:
+            await self.head_started.wait()  # after the head's turn: it holds its slot
         await self._take_slot()
         try:
             if started is not None:
@@ -360,12 +382,12 @@ class _Run:
             return await self.backend.chat(model=self.spec.model, messages=messages, **params)
         at = self.positions[streamed]
         self.relay.attempt(at)
+        on_delta = functools.partial(self.relay.delta, at)
+        if streamed == self.head and self.head_started is not None:
+            on_delta = functools.partial(_first_then, self.head_started, on_delta)
         try:
             return await self.backend.chat_stream(
-                model=self.spec.model,
-                messages=messages,
-                on_delta=functools.partial(self.relay.delta, at),
-                **params,
+                model=self.spec.model, messages=messages, on_delta=on_delta, **params
             )
         except SplitterError as exc:
             if self.relay.committed(at):
@@ -394,6 +416,12 @@ class _Run:
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )
+
+
+def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -> None:
+    """Deliver a piece of the head's answer, and let the others go at its first."""
+    event.set()
+    deliver(text)
 
 
 class _Turns:
