@@ -24,6 +24,7 @@ from ._exceptions import (
     SplitterError,
     StreamInterruptedError,
 )
+from ._map import MappedAnswers
 from ._planner import Candidate, Group, Plan
 from ._policy import (
     DecomposePolicy,
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
+    "MappedAnswers",
     "MergePolicy",
     "Part",
     "PartialFailure",
