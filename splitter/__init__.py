@@ -5,6 +5,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._checkpoint import FileRun
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
 from ._exceptions import (
@@ -57,6 +58,7 @@ __all__ = [
     "DecomposePolicy",
     "Decomposition",
     "DependencyError",
+    "FileRun",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",

@@ -11,12 +11,14 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import openai
 from pydantic import ValidationError
 
 from ._aggregate import Aggregator, BatchKey, batch_key
+from ._checkpoint import Checkpoint, FileRun, checked_questions, pending_questions
 from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
@@ -378,6 +380,87 @@ class Splitter:
             questions, window=window, ordered=ordered, model=model, system=system, **params
         )
         return iterate_sync(mapped)
+
+    async def arun_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        **params: Any,
+    ) -> FileRun:
+        """Answer a JSONL file of questions into a JSONL file of answers, resumably.
+
+        Input lines: ``{"id": ..., "question": ...}`` (plus ``expected_tokens``,
+        ``max_tokens``); the whole file is checked before any request. Each answer is
+        appended to ``out`` as ``{"id": ..., "answer": ..., "error": ...}`` when it
+        finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
+        Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
+        again (``retry_failed=False`` keeps their errors). Runs on :meth:`amap`, so memory
+        stays bounded by ``window``, plus the set of ids. See docs/batch-files.md.
+        """
+        chosen_model = self._model(model)
+        source, target = Path(questions), Path(out)
+
+        def check(index: int, item: object) -> Question:
+            return _map_item(index, item, policy=self.policy, model=chosen_model)
+
+        ids = checked_questions(source, check)
+        checkpoint = Checkpoint(target, sync_every=sync_every, sync_seconds=sync_seconds)
+        done = checkpoint.resume(retry_failed=retry_failed)
+        total, skipped = len(ids), len(done & ids)
+        del ids
+        answered = failed = 0
+        mapped = self.amap(
+            pending_questions(source, done),
+            window=window,
+            ordered=False,
+            model=chosen_model,
+            system=system,
+            **params,
+        )
+        with checkpoint:
+            async with mapped as answers:
+                async for answer in answers:
+                    checkpoint.write(answer)
+                    answered += answer.ok
+                    failed += not answer.ok
+        return FileRun(questions=total, skipped=skipped, answered=answered, failed=failed)
+
+    def run_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        **params: Any,
+    ) -> FileRun:
+        """The sync twin of :meth:`arun_file`."""
+
+        async def call() -> FileRun:
+            return await self.arun_file(
+                questions,
+                out,
+                model=model,
+                system=system,
+                window=window,
+                retry_failed=retry_failed,
+                sync_every=sync_every,
+                sync_seconds=sync_seconds,
+                **params,
+            )
+
+        return run_sync(call)
 
     @asynccontextmanager
     async def _batches(self, spec: RequestSpec) -> AsyncIterator[RunBatch]:
