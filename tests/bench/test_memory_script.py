@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from bench_support import RunBench
 
 ROW = re.compile(
