@@ -5,6 +5,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._checkpoint import FileRun
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
 from ._exceptions import (
@@ -24,6 +25,7 @@ from ._exceptions import (
     SplitterError,
     StreamInterruptedError,
 )
+from ._map import MappedAnswers
 from ._planner import Candidate, Group, Plan
 from ._policy import (
     DecomposePolicy,
@@ -56,10 +58,12 @@ __all__ = [
     "DecomposePolicy",
     "Decomposition",
     "DependencyError",
+    "FileRun",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
+    "MappedAnswers",
     "MergePolicy",
     "Part",
     "PartialFailure",

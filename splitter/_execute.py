@@ -81,10 +81,21 @@ class _Counters:
 class Executor:
     """Runs a plan's requests under a policy and collects answers in input order."""
 
-    def __init__(self, backend: OpenAIBackend, policy: Policy, endpoint: Endpoint) -> None:
+    def __init__(
+        self,
+        backend: OpenAIBackend,
+        policy: Policy,
+        endpoint: Endpoint,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        """``limiter``: one concurrency limit shared by every batch this executor runs (the
+        caller attaches it to the endpoint's adaptive limit and releases it); without one,
+        each batch takes its own."""
         self._backend = backend
         self._policy = policy
         self._endpoint = endpoint
+        self._limiter = limiter
 
     async def run(
         self,
@@ -118,7 +129,8 @@ class Executor:
                             place = _Started(turns, ticket)
                             tg.start_soon(run.single, group.indexes[0], "single", place)
         finally:
-            self._endpoint.concurrency.release(run.limiter)
+            if self._limiter is None:
+                self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
             for i, answer in enumerate(run.slots)
@@ -157,7 +169,7 @@ class _Run:
         # round trip on the hot path for a shared budget.
         self.token_capacity = plan.budget.token_capacity
         self.slots: list[Answer | None] = [None] * len(questions)
-        self.limiter = self.endpoint.concurrency.limiter()
+        self.limiter = executor._limiter or self.endpoint.concurrency.limiter()
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
