@@ -166,7 +166,13 @@ class AnswerStream:
         if self._result is None:
             self._tg.cancel_scope.cancel()  # left early: nobody will read the rest
         self._receive.close()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
+            # A cancellation may be the task group's own (a task crashed): it decides.
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        # The reader's own error is not handed to the task group, which would wrap it in
+        # an ExceptionGroup: it goes on as raised, once the tasks have ended.
+        await self._tg.__aexit__(None, None, None)
+        return None
 
     async def _run(self, send: MemoryObjectSendStream[StreamEvent]) -> None:
         with send:

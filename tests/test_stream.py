@@ -180,6 +180,22 @@ async def test_leaving_early_cancels_the_rest() -> None:
     assert event.index == 0
 
 
+async def test_an_error_raised_while_reading_comes_out_as_itself() -> None:
+    """The reader's own exception is not wrapped in an ExceptionGroup by the stream's tasks."""
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    questions = [f"Part {k}? [len=200]" for k in range(3)]
+
+    async def read(client: openai.AsyncOpenAI) -> None:
+        async with Splitter(client, policy=FANOUT).astream(questions, model="m") as events:
+            async for _ in events:
+                raise LookupError("reader gave up")
+
+    async with open_sim_client(service) as client:
+        with pytest.raises(LookupError, match="reader gave up"):
+            await read(client)
+    assert service.in_flight == 0
+
+
 async def test_iterating_without_async_with_reads_everything() -> None:
     service = SimService("gpt-4o-mini", time_scale=0.01)
     async with open_sim_client(service) as client:
