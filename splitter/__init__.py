@@ -7,6 +7,18 @@ from __future__ import annotations
 
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
+from ._events import (
+    AnswerDone,
+    AnswerFailed,
+    BatchFinished,
+    BatchPlanned,
+    BatchStarted,
+    Event,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+)
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -34,6 +46,7 @@ from ._policy import (
     SharedBudget,
     Weighted,
 )
+from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
@@ -47,8 +60,13 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "Answer",
+    "AnswerDone",
+    "AnswerFailed",
     "AnswerStream",
+    "BatchFinished",
+    "BatchPlanned",
     "BatchResult",
+    "BatchStarted",
     "BudgetError",
     "Candidate",
     "CompoundAnswer",
@@ -56,6 +74,7 @@ __all__ = [
     "DecomposePolicy",
     "Decomposition",
     "DependencyError",
+    "Event",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",
@@ -65,10 +84,15 @@ __all__ = [
     "PartialFailure",
     "Plan",
     "Policy",
+    "Progress",
     "Question",
     "QuotaExceededError",
     "RateLimitError",
+    "RateLimitWait",
+    "RequestFinished",
+    "RequestStarted",
     "RetryPolicy",
+    "RetryScheduled",
     "RunStats",
     "ServerError",
     "ServiceEstimate",

@@ -6,6 +6,7 @@ A merged request's answers are parsed back by their nonce markers; any item that
 missing, ambiguous or cut off is re-asked alone (``via="repair"``). Anything not answered
 when the deadline passes is marked with ``DeadlineExceededError``: no question is dropped.
 Every successful response teaches the endpoint's service model and budget.
+Each step is told to the batch's ``Emitter`` (request events only when someone listens).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from tenacity import RetryCallState
 from ._budget import Kind
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
+from ._events import (
+    Emitter,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+    error_kind,
+    status_of,
+)
 from ._exceptions import (
     APITimeoutError,
     BudgetError,
@@ -74,17 +84,30 @@ class _Counters:
     rate_limited: int = 0
     repaired: int = 0
 
-    def on_retry(self, _: RetryCallState) -> None:
-        self.retries += 1
+
+@dataclass(slots=True)
+class _Request:
+    """A logical request as its events name it: its number in the batch and its questions
+    (the caller's indexes)."""
+
+    number: int
+    indexes: tuple[int, ...]
 
 
 class Executor:
     """Runs a plan's requests under a policy and collects answers in input order."""
 
-    def __init__(self, backend: OpenAIBackend, policy: Policy, endpoint: Endpoint) -> None:
+    def __init__(
+        self,
+        backend: OpenAIBackend,
+        policy: Policy,
+        endpoint: Endpoint,
+        events: Emitter | None = None,
+    ) -> None:
         self._backend = backend
         self._policy = policy
         self._endpoint = endpoint
+        self._events = events if events is not None else Emitter()
 
     async def run(
         self,
@@ -100,9 +123,10 @@ class Executor:
         question's final answer only). With a ``relay``, questions asked alone are streamed
         into it, as question ``positions[i]`` (default: ``i``)."""
         started = time.perf_counter()
-        run = _Run(self, questions, spec, plan, on_answer)
+        where = positions if positions is not None else range(len(questions))
+        run = _Run(self, questions, spec, plan, on_answer, where)
         if relay is not None:
-            run.stream_to(relay, positions if positions is not None else range(len(questions)))
+            run.relay = relay
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -146,8 +170,10 @@ class _Run:
         spec: RequestSpec,
         plan: Plan,
         on_answer: Callable[[Answer], None] | None = None,
+        positions: Sequence[int] = (),
     ):
         self.policy = executor._policy
+        self.events = executor._events
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
@@ -161,10 +187,7 @@ class _Run:
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
-        self.positions: Sequence[int] = ()
-
-    def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
-        self.relay, self.positions = relay, positions
+        self.positions = positions  # the caller's index of each question of this run
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -183,6 +206,7 @@ class _Run:
                 self._reserve_single(index),
                 started,
                 streamed=index,
+                asks=(index,),
             )
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
@@ -212,7 +236,7 @@ class _Run:
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
             outcome, attempts = await self._send(
-                self.spec.messages(prompt.text), params, reserve, started
+                self.spec.messages(prompt.text), params, reserve, started, asks=group.indexes
             )
         if isinstance(outcome, SplitterError):
             await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
@@ -254,23 +278,53 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        *,
+        asks: Sequence[int],
     ) -> tuple[Completion | SplitterError, int]:
         """One logical request with its retries: the completion, or the final error.
         ``started`` fires once its first attempt holds a concurrency slot; ``streamed`` is
-        the question whose answer it streams to the relay, if there is one."""
+        the question whose answer it streams to the relay, if there is one; ``asks`` are
+        the questions it asks (for its events)."""
         attempts = 0
+        request = None
+        if self.events.detailed:
+            indexes = tuple(self.positions[i] for i in asks)
+            request = _Request(self.events.next_request(), indexes)
+
+        def before_sleep(state: RetryCallState) -> None:
+            self.counters.retries += 1
+            if request is not None:
+                self._retry_scheduled(request, state)
+
         try:
             self._check_fits(reserve)
-            async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
+            async for attempt in retrying(self.policy.retry, before_sleep=before_sleep):
                 with attempt:
                     attempts += 1
-                    completion = await self._attempt(messages, params, reserve, started, streamed)
+                    completion = await self._attempt(
+                        messages, params, reserve, started, streamed, (request, attempts)
+                    )
                     return completion, attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
             "unreachable: tenacity either returns or re-raises"
         )  # pragma: no cover
+
+    def _retry_scheduled(self, request: _Request, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        self.events.emit(
+            RetryScheduled(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=state.attempt_number,
+                error=error_kind(exc) if exc is not None else "unknown",
+                status_code=status_of(exc),
+                wait=wait,
+            )
+        )
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.token_capacity
@@ -287,8 +341,10 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        told: tuple[_Request | None, int] = (None, 0),
     ) -> Completion:
-        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        """One attempt; ``told`` is the request its events name (None: no one listens) and
+        the attempt's number."""
         shown = self._shown(streamed)
         if shown is not None:
             raise StreamInterruptedError(
@@ -306,37 +362,101 @@ class _Run:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
-            reservation = await budget.acquire(reserve) if budget is not None else None
+            request, attempt = told
+            on_wait = None if request is None else functools.partial(self._rate_wait, request)
+            reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
             self.counters.requests += 1
+            if request is not None:
+                self._request_started(request, attempt, reserve)
             sent_at = time.perf_counter()
             token = self.endpoint.meter.start(sent_at)
             try:
-                with anyio.fail_after(timeout):
-                    completion = await self._call(messages, params, streamed)
-            except TimeoutError as exc:
-                concurrency.on_overload()
-                raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
-            except RateLimitError as exc:
-                self.counters.rate_limited += 1
-                concurrency.on_overload()
-                if budget is not None:
-                    kind: Kind = "tokens" if exc.type == "tokens" else "requests"
-                    await budget.rate_limited(kind, exc.retry_after)
-                raise
-            except ServerError as exc:
-                if exc.status_code in _OVERLOADED:
-                    concurrency.on_overload()
+                completion = await self._checked_call(messages, params, streamed)
+            except BaseException as exc:
+                if request is not None:
+                    self._request_finished(request, attempt, sent_at, error=exc)
                 raise
             finally:
                 shared = self.endpoint.meter.finish(token, time.perf_counter())
         finally:
             self.limiter.release()
+        if request is not None:
+            self._request_finished(request, attempt, sent_at, usage=completion.usage)
         concurrency.on_success()
         if budget is not None and reservation is not None:
             await budget.refund(reservation, completion.usage.total_tokens)
             await budget.sync(completion.headers)
         self._learn(completion, shared, sent_at)
         return completion
+
+    async def _checked_call(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
+    ) -> Completion:
+        """The call under the policy's timeout; overload and 429s told to the concurrency
+        limit and the budget."""
+        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        try:
+            with anyio.fail_after(timeout):
+                return await self._call(messages, params, streamed)
+        except TimeoutError as exc:
+            concurrency.on_overload()
+            raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
+        except RateLimitError as exc:
+            self.counters.rate_limited += 1
+            concurrency.on_overload()
+            if budget is not None:
+                kind: Kind = "tokens" if exc.type == "tokens" else "requests"
+                await budget.rate_limited(kind, exc.retry_after)
+            raise
+        except ServerError as exc:
+            if exc.status_code in _OVERLOADED:
+                concurrency.on_overload()
+            raise
+
+    def _rate_wait(self, request: _Request, seconds: float, limit: Kind) -> None:
+        self.events.emit(
+            RateLimitWait(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                seconds=seconds,
+                limit=limit,
+            )
+        )
+
+    def _request_started(self, request: _Request, attempt: int, reserve: int) -> None:
+        self.events.emit(
+            RequestStarted(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                reserved_tokens=reserve,
+            )
+        )
+
+    def _request_finished(
+        self,
+        request: _Request,
+        attempt: int,
+        sent_at: float,
+        *,
+        usage: Usage | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.events.emit(
+            RequestFinished(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                latency=time.perf_counter() - sent_at,
+                usage=usage if usage is not None else Usage(),
+                error=None if error is None else error_kind(error),
+                status_code=status_of(error),
+            )
+        )
 
     async def _take_slot(self) -> None:
         """A concurrency slot; without yielding to the event loop when one is free, so the
