@@ -74,7 +74,7 @@ class Progress:
         self._lock = threading.Lock()
         self._closed = False
         self._bar: tqdm[Never] = tqdm(
-            total=self.total,
+            total=self.total or None,  # unknown until the first batch starts
             initial=initial,
             file=file if file is not None else sys.stderr,
             desc=desc,
@@ -126,14 +126,16 @@ class Progress:
                     for key in [k for k in pending if k[0] == event.batch]:
                         del pending[key]
 
-    def _show(self, now: float) -> None:
+    def _show(self, now: float, *, draw: bool = True) -> None:
         self._shown_at = now
         bar = self._bar
         if bar.total != self.total:
             bar.total = self.total
         bar.set_postfix_str(self.summary(), refresh=False)
         ended = self.answered + self.failed
-        if ended > bar.n:
+        if not draw:
+            bar.n = ended
+        elif ended > bar.n:
             bar.update(ended - bar.n)
         else:
             bar.refresh()
@@ -154,8 +156,8 @@ class Progress:
                 return
             self._closed = True
             self._waits.clear()
-            self._show(time.monotonic())
-            self._bar.close()
+            self._show(time.monotonic(), draw=False)
+            self._bar.close()  # draws the final counts once
 
     def __enter__(self) -> Progress:
         return self
