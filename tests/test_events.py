@@ -186,10 +186,12 @@ async def test_a_failed_dependency_and_the_deadline_are_told_as_failures() -> No
             "QuotaExceededError",
             "DependencyError",
         ]
-    stalled = SimService("instant", time_scale=0.01, faults=Faults(rate_stall=1.0))
+    stalled = SimService(
+        "instant", time_scale=0.01, faults=Faults(rate_stall=1.0, stall_seconds=300)
+    )
     events = []
     async with open_sim_client(stalled) as client:
-        policy = Policy(deadline=0.2, retry=FAST)
+        policy = Policy(deadline=0.5, retry=FAST)
         result = await Splitter(client, policy=policy).aask_many(
             ["x?", "y?"], model="m", on_event=events.append
         )
@@ -289,10 +291,17 @@ async def test_progress_final_counts_equal_the_result() -> None:
     service = faulty_service(seed=21)
     out = io.StringIO()
     questions = [f"Progress question {i}?" for i in range(50)]
+    shown_waits: list[str] = []
     async with open_sim_client(service) as client:
         with Progress(file=out, mininterval=0) as bar:
+
+            def feed(event: Event) -> None:  # a Progress is a plain hook too
+                bar(event)
+                if isinstance(event, RateLimitWait):
+                    shown_waits.append(bar.summary())
+
             result = await Splitter(client, policy=Policy(retry=FAST)).aask_many(
-                questions, model="m", progress=bar
+                questions, model="m", on_event=feed
             )
     assert (bar.answered, bar.failed, bar.retries, bar.retrying) == (
         sum(a.ok for a in result),
@@ -308,6 +317,8 @@ async def test_progress_final_counts_equal_the_result() -> None:
     assert f"tokens={bar.tokens}" in final
     assert result.stats.failed > 0
     assert result.stats.retries > 0
+    assert shown_waits, "the RPM limit never made a request wait"
+    assert all(" rate-wait=" in text for text in shown_waits)
 
 
 async def test_one_progress_follows_several_batches_and_a_fixed_total() -> None:
