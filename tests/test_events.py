@@ -37,7 +37,7 @@ from splitter.testing import assert_answers_match, open_sim_client
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(max_attempts=4, initial_wait=0.005, max_wait=0.02, jitter=0.005)
+FAST = RetryPolicy(max_attempts=8, initial_wait=0.005, max_wait=0.02, jitter=0.005)
 # Retried faults, and an empty quota (429 insufficient_quota) that is never retried.
 FAULTS = Faults(
     rate_429=0.08,
@@ -50,11 +50,12 @@ FAULTS = Faults(
 )
 
 
-def faulty_service(seed: int = 5, *, rpm: int | None = 120) -> SimService:
-    """Faults on every fifth request or so, behind a requests-per-minute limit that a
-    batch of 60 runs into (a simulated minute is 0.6 s here)."""
+def faulty_service(seed: int = 5, *, rpm: int | None = 30) -> SimService:
+    """Faults on every fifth request or so, behind a requests-per-minute limit that a batch
+    of 30 or more runs into however slow the machine: a simulated minute is 1.2 s here, so
+    the service takes 30 requests at once and then 25 a second."""
     limits = SimLimits(rpm=rpm) if rpm is not None else None
-    return SimService("gpt-4o-mini", time_scale=0.01, faults=FAULTS, seed=seed, limits=limits)
+    return SimService("gpt-4o-mini", time_scale=0.02, faults=FAULTS, seed=seed, limits=limits)
 
 
 def ended(events: Sequence[Event]) -> Counter[int]:
