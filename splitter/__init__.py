@@ -5,6 +5,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._checkpoint import FileRun
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
 from ._events import (
@@ -36,6 +37,7 @@ from ._exceptions import (
     SplitterError,
     StreamInterruptedError,
 )
+from ._map import MappedAnswers
 from ._planner import Candidate, Group, Plan
 from ._policy import (
     DecomposePolicy,
@@ -75,10 +77,12 @@ __all__ = [
     "Decomposition",
     "DependencyError",
     "Event",
+    "FileRun",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
+    "MappedAnswers",
     "MergePolicy",
     "Part",
     "PartialFailure",

@@ -49,7 +49,7 @@ from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
-from ._service_model import Observation
+from ._service_model import Observation, Reading
 from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]
@@ -102,12 +102,16 @@ class Executor:
         backend: OpenAIBackend,
         policy: Policy,
         endpoint: Endpoint,
-        events: Emitter | None = None,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
+        """``limiter``: one concurrency limit shared by every batch this executor runs (the
+        caller attaches it to the endpoint's adaptive limit and releases it); without one,
+        each batch takes its own."""
         self._backend = backend
         self._policy = policy
         self._endpoint = endpoint
-        self._events = events if events is not None else Emitter()
+        self._limiter = limiter
 
     async def run(
         self,
@@ -118,15 +122,17 @@ class Executor:
         on_answer: Callable[[Answer], None] | None = None,
         relay: Relay | None = None,
         positions: Sequence[int] | None = None,
+        events: Emitter | None = None,
     ) -> BatchResult:
         """Send ``plan``; ``on_answer`` sees each answer as it is stored (a repaired
         question's final answer only). With a ``relay``, questions asked alone are streamed
-        into it, as question ``positions[i]`` (default: ``i``)."""
+        into it, as question ``positions[i]`` (default: ``i``). ``events`` is the batch's
+        emitter: its request events name questions by ``positions`` too."""
         started = time.perf_counter()
         where = positions if positions is not None else range(len(questions))
-        run = _Run(self, questions, spec, plan, on_answer, where)
+        run = _Run(self, questions, spec, plan, on_answer, where, events)
         if relay is not None:
-            run.relay = relay
+            run.stream_to(relay, where)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -142,7 +148,8 @@ class Executor:
                             place = _Started(turns, ticket)
                             tg.start_soon(run.single, group.indexes[0], "single", place)
         finally:
-            self._endpoint.concurrency.release(run.limiter)
+            if self._limiter is None:
+                self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
             for i, answer in enumerate(run.slots)
@@ -171,9 +178,10 @@ class _Run:
         plan: Plan,
         on_answer: Callable[[Answer], None] | None = None,
         positions: Sequence[int] = (),
+        events: Emitter | None = None,
     ):
         self.policy = executor._policy
-        self.events = executor._events
+        self.events = events if events is not None else Emitter()
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
@@ -183,11 +191,30 @@ class _Run:
         # round trip on the hot path for a shared budget.
         self.token_capacity = plan.budget.token_capacity
         self.slots: list[Answer | None] = [None] * len(questions)
-        self.limiter = self.endpoint.concurrency.limiter()
+        self.limiter = executor._limiter or self.endpoint.concurrency.limiter()
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
         self.positions = positions  # the caller's index of each question of this run
+        self.plan_groups = plan.chosen.groups
+        self.head: int | None = None  # the live answer the others wait for, when streaming
+        self.head_started: anyio.Event | None = None
+
+    def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
+        self.relay, self.positions = relay, positions
+        groups = self.plan_groups
+        if (
+            len(groups) > 1
+            and not groups[0].merged
+            and relay.delivering(positions[groups[0].indexes[0]])
+        ):
+            # The answer being delivered live goes first (the planner put it first) and
+            # the others wait for its first token: sent beside it, their prefill would
+            # compete with its own and delay the first token the reader sees. They are
+            # buffered until it has finished anyway, so starting them a TTFT later
+            # seldom delays what is shown.
+            self.head = groups[0].indexes[0]
+            self.head_started = anyio.Event()
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -199,15 +226,19 @@ class _Run:
     async def single(self, index: int, via: Via, started: _Started | None = None) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        with started or _Started.unordered():
-            outcome, attempts = await self._send(
-                self.spec.messages(question.text),
-                params,
-                self._reserve_single(index),
-                started,
-                streamed=index,
-                asks=(index,),
-            )
+        try:
+            with started or _Started.unordered():
+                outcome, attempts = await self._send(
+                    self.spec.messages(question.text),
+                    params,
+                    self._reserve_single(index),
+                    started,
+                    streamed=index,
+                    asks=(index,),
+                )
+        finally:
+            if index == self.head and self.head_started is not None:
+                self.head_started.set()  # failed or answered without a token: don't wait
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
             return
@@ -357,6 +388,8 @@ class _Run:
         # unknown, only one slot-full of requests goes out before the headers teach them.
         if started is not None:
             await started.turn()
+        if self.head_started is not None and streamed != self.head:
+            await self.head_started.wait()  # after the head's turn: it holds its slot
         await self._take_slot()
         try:
             if started is not None:
@@ -480,12 +513,12 @@ class _Run:
             return await self.backend.chat(model=self.spec.model, messages=messages, **params)
         at = self.positions[streamed]
         self.relay.attempt(at)
+        on_delta = functools.partial(self.relay.delta, at)
+        if streamed == self.head and self.head_started is not None:
+            on_delta = functools.partial(_first_then, self.head_started, on_delta)
         try:
             return await self.backend.chat_stream(
-                model=self.spec.model,
-                messages=messages,
-                on_delta=functools.partial(self.relay.delta, at),
-                **params,
+                model=self.spec.model, messages=messages, on_delta=on_delta, **params
             )
         except SplitterError as exc:
             if self.relay.committed(at):
@@ -498,7 +531,7 @@ class _Run:
     def _learn(
         self,
         completion: Completion,
-        shared: Mapping[int | None, tuple[float, float]],
+        shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
     ) -> None:
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -507,13 +540,19 @@ class _Run:
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
                 latency=completion.elapsed,
-                concurrency=shared[None][1],
+                concurrency=shared[None][0][1],
                 queue=shared,
                 started=sent_at,
                 idle=self.endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )
+
+
+def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -> None:
+    """Deliver a piece of the head's answer, and let the others go at its first."""
+    event.set()
+    deliver(text)
 
 
 class _Turns:

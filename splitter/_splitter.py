@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import openai
 from pydantic import ValidationError
 
 from ._aggregate import Aggregator, BatchKey, batch_key
-from ._dag import Graph, build_graph
+from ._checkpoint import Checkpoint, FileRun, checked_questions, pending_questions
+from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
@@ -24,6 +27,7 @@ from ._events import Emitter, EventHook, check_hook
 from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
+from ._map import DEFAULT_WINDOW, MappedAnswers, RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
@@ -363,6 +367,175 @@ class Splitter:
             self.astream(questions, ordered=ordered, model=model, system=system, **params)
         )
 
+    def amap(
+        self,
+        questions: Iterable[QuestionLike] | AsyncIterable[QuestionLike],
+        *,
+        window: int = DEFAULT_WINDOW,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> MappedAnswers:
+        """Answer an input of any length, holding at most ``window`` questions at once.
+
+        ``async with splitter.amap(questions, model=...) as answers: async for answer in
+        answers``. ``questions`` is any iterable or async iterable (a generator, a file
+        being read), consumed lazily; questions read together are planned and sent as one
+        batch. Answers come in input order (``ordered=False``: as they finish), each with
+        its input position as ``Answer.index``. Items are checked as :meth:`aask_many`
+        checks them, when they are read; a bad item, or an error of the iterable itself,
+        stops the reading and is raised once everything read before it is answered.
+        Questions may not depend on each other here (``depends_on``, ``{answer:ID}``).
+        See docs/batch-files.md.
+        """
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise InvalidInputError(f"window must be a positive int, not {window!r}")
+        if isinstance(questions, str | bytes):
+            raise InvalidInputError("questions must be an iterable of questions, not a string")
+        if not isinstance(questions, Iterable | AsyncIterable):
+            raise InvalidInputError(
+                f"questions must be an iterable, not {type(questions).__name__}"
+            )
+        chosen_model = self._model(model)
+        spec = RequestSpec(chosen_model, system, self._params(params))
+
+        def check(index: int, item: object) -> Question:
+            return _map_item(index, item, policy=self.policy, model=chosen_model)
+
+        return MappedAnswers(
+            questions, window=window, ordered=ordered, check=check, batches=self._batches(spec)
+        )
+
+    def map(
+        self,
+        questions: Iterable[QuestionLike],
+        *,
+        window: int = DEFAULT_WINDOW,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Generator[Answer, None, None]:
+        """The sync twin of :meth:`amap`: a generator of answers (the questions run on an
+        event loop in a helper thread, which also reads ``questions``; closing the
+        generator early cancels what is still running)."""
+        mapped = self.amap(
+            questions, window=window, ordered=ordered, model=model, system=system, **params
+        )
+        return iterate_sync(mapped)
+
+    async def arun_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        **params: Any,
+    ) -> FileRun:
+        """Answer a JSONL file of questions into a JSONL file of answers, resumably.
+
+        Input lines: ``{"id": ..., "question": ...}`` (plus ``expected_tokens``,
+        ``max_tokens``); the whole file is checked before any request. Each answer is
+        appended to ``out`` as ``{"id": ..., "answer": ..., "error": ...}`` when it
+        finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
+        Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
+        again (``retry_failed=False`` keeps their errors). Runs on :meth:`amap`, so memory
+        stays bounded by ``window``, plus the set of ids. See docs/batch-files.md.
+        """
+        chosen_model = self._model(model)
+        source, target = Path(questions), Path(out)
+
+        def check(index: int, item: object) -> Question:
+            return _map_item(index, item, policy=self.policy, model=chosen_model)
+
+        ids = checked_questions(source, check)
+        checkpoint = Checkpoint(target, sync_every=sync_every, sync_seconds=sync_seconds)
+        done = checkpoint.resume(retry_failed=retry_failed)
+        total, skipped = len(ids), len(done & ids)
+        del ids
+        answered = failed = 0
+        mapped = self.amap(
+            pending_questions(source, done),
+            window=window,
+            ordered=False,
+            model=chosen_model,
+            system=system,
+            **params,
+        )
+        with checkpoint:
+            async with mapped as answers:
+                async for answer in answers:
+                    checkpoint.write(answer)
+                    answered += answer.ok
+                    failed += not answer.ok
+        return FileRun(questions=total, skipped=skipped, answered=answered, failed=failed)
+
+    def run_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        **params: Any,
+    ) -> FileRun:
+        """The sync twin of :meth:`arun_file`."""
+
+        async def call() -> FileRun:
+            return await self.arun_file(
+                questions,
+                out,
+                model=model,
+                system=system,
+                window=window,
+                retry_failed=retry_failed,
+                sync_every=sync_every,
+                sync_seconds=sync_seconds,
+                **params,
+            )
+
+        return run_sync(call)
+
+    @asynccontextmanager
+    async def _batches(self, spec: RequestSpec) -> AsyncIterator[RunBatch]:
+        """How :meth:`amap` sends each batch: planned like :meth:`aask_many`'s questions,
+        every batch under one concurrency limit."""
+        async with self._client_for() as client:
+            endpoint = self._endpoint(client, spec.model)
+            backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
+            limiter = endpoint.concurrency.limiter()
+            executor = Executor(backend, self.policy, endpoint, limiter=limiter)
+
+            async def run_batch(
+                items: list[Question], on_answer: Callable[[Answer], None]
+            ) -> BatchResult:
+                plan = self._plan(items, spec, endpoint)
+                return await executor.run(items, plan, spec, on_answer=on_answer)
+
+            try:
+                yield run_batch
+            finally:
+                endpoint.concurrency.release(limiter)
+
+    @asynccontextmanager
+    async def _client_for(self) -> AsyncIterator[openai.AsyncOpenAI | openai.OpenAI]:
+        """The splitter's client, or one from the ``OPENAI_*`` variables while it is used."""
+        if self._client is not None:
+            yield self._client
+            return
+        async with openai.AsyncOpenAI() as client:
+            yield client
+
     def _stream(self, items: list[Question], spec: RequestSpec, *, ordered: bool) -> AnswerStream:
         deps = build_graph(items)
 
@@ -498,13 +671,15 @@ class Splitter:
     ) -> BatchResult:
         endpoint = self._endpoint(client, spec.model)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
-        executor = Executor(backend, self.policy, endpoint, events)
+        executor = Executor(backend, self.policy, endpoint)
         to_relay = _answers_to(relay, events)
         live = relay is not None and relay.ordered
         if not any(deps):
             plan = self._plan(items, spec, endpoint, first_alone=live)
             events.planned(plan, 0)
-            return await executor.run(items, plan, spec, on_answer=to_relay, relay=relay)
+            return await executor.run(
+                items, plan, spec, on_answer=to_relay, relay=relay, events=events
+            )
 
         def plan_wave(wave: list[Question]) -> Plan:
             return self._plan(wave, spec, endpoint, first_alone=live)
@@ -516,7 +691,13 @@ class Splitter:
             positions: list[int],
         ) -> BatchResult:
             return await executor.run(
-                wave, wave_plan, spec, on_answer=on_answer, relay=relay, positions=positions
+                wave,
+                wave_plan,
+                spec,
+                on_answer=on_answer,
+                relay=relay,
+                positions=positions,
+                events=events,
             )
 
         return await run_graph(
@@ -608,13 +789,7 @@ def normalize_questions(
     items = [_to_question(i, item) for i, item in enumerate(questions)]
     seen: dict[str, int] = {}
     for i, q in enumerate(items):
-        tokens = count_tokens(q.text, model)
-        if tokens > policy.max_question_tokens:
-            raise InvalidInputError(
-                f"questions[{i}] is ~{tokens} tokens, over max_question_tokens="
-                f"{policy.max_question_tokens}",
-                index=i,
-            )
+        _check_size(i, q, policy, model)
         if q.id is not None:
             if q.id in seen:
                 raise InvalidInputError(
@@ -622,6 +797,31 @@ def normalize_questions(
                 )
             seen[q.id] = i
     return items
+
+
+def _check_size(index: int, question: Question, policy: Policy, model: str) -> None:
+    tokens = count_tokens(question.text, model)
+    if tokens > policy.max_question_tokens:
+        raise InvalidInputError(
+            f"questions[{index}] is ~{tokens} tokens, over max_question_tokens="
+            f"{policy.max_question_tokens}",
+            index=index,
+        )
+
+
+def _map_item(index: int, item: object, *, policy: Policy, model: str) -> Question:
+    """One item of :meth:`Splitter.amap`'s input, checked as ``aask_many`` checks it; a
+    question that depends on another is refused (map answers each on its own)."""
+    question = _to_question(index, item)
+    _check_size(index, question, policy, model)
+    refs = [*question.depends_on, *(m["ref"] for m in PLACEHOLDER.finditer(question.text))]
+    if refs:
+        raise InvalidInputError(
+            f"questions[{index}] depends on {refs[0]!r}: map answers every question on its own; "
+            "ask questions that depend on each other with aask_many",
+            index=index,
+        )
+    return question
 
 
 def _to_question(index: int, item: object) -> Question:

@@ -65,6 +65,10 @@ class Relay:
     def ordered(self) -> bool:
         return self._ordered
 
+    def delivering(self, index: int) -> bool:
+        """Is ``index`` the question whose text goes out live now?"""
+        return self._ordered and index == self._next
+
     def committed(self, index: int) -> bool:
         """Has part of ``index``'s text been delivered? Then it must not be re-asked."""
         return index in self._shown

@@ -18,6 +18,7 @@ from splitter import (
     StreamInterruptedError,
 )
 from splitter.sim import Faults, SimService, answer_tag, serve
+from splitter.sim._faults import draw_fault, request_rng
 from splitter.testing import open_sim_client
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +59,23 @@ async def test_answers_stream_in_input_order_and_add_up_to_each_answer() -> None
     # buffered piece and then their done event.
     assert sum(1 for e in seen if e.index == 0 and e.delta) > 10
     assert all(r.stream for r in service.log)
+
+
+async def test_in_order_the_rest_are_sent_after_the_first_answers_first_token() -> None:
+    """The live answer's request goes alone until its first token (0.25 simulated seconds
+    of TTFT at least): sent beside it, the others' prefill would delay that token."""
+    scale = 0.02
+    service = SimService("gpt-4o-mini", time_scale=scale)
+    questions = [f"Part {k}? [len=30]" for k in range(4)]
+    async with (
+        open_sim_client(service) as client,
+        Splitter(client, policy=FANOUT).astream(questions, model="m") as events,
+    ):
+        seen = [event async for event in events]
+    assert_each_done_once_in_order(seen, 4)
+    arrived = {record.user_text: record.arrived for record in service.log}
+    head_start = min(arrived[q] for q in questions[1:]) - arrived[questions[0]]
+    assert head_start >= 0.25 * scale * 0.9
 
 
 async def test_unordered_yields_each_answer_whole_as_it_finishes() -> None:
@@ -106,10 +124,14 @@ async def test_dependent_questions_stream_after_what_they_need() -> None:
 
 
 async def test_a_broken_stream_not_yet_shown_is_retried_with_its_start_dropped() -> None:
-    # The first answer is long, so the short ones are still buffered when their truncated
-    # streams break: they are re-asked, and what the broken attempt had sent is discarded.
-    service = SimService("gpt-4o-mini", time_scale=0.01, faults=Faults(rate_truncate=0.4))
-    questions = ["Tell a long story. [len=400]"] + [f"Short {k}? [len=20]" for k in range(11)]
+    # The first answer is long (about 0.5 s real), so the short ones are still buffered
+    # when their truncated streams break: they are re-asked, and what the broken attempt
+    # had sent is discarded. The first answer's request goes first; a seed that leaves it
+    # whole keeps the others buffered (broken early, it would bring their turn sooner).
+    faults = Faults(rate_truncate=0.4)
+    seed = next(s for s in range(100) if draw_fault(faults, request_rng(s, 1)) is None)
+    service = SimService("gpt-4o-mini", time_scale=0.03, faults=faults, seed=seed)
+    questions = ["Tell a long story. [len=1200]"] + [f"Short {k}? [len=20]" for k in range(11)]
     policy = Policy(strategy="fanout", retry=RetryPolicy(initial_wait=0.01, jitter=0))
     async with open_sim_client(service) as client:
         async with Splitter(client, policy=policy).astream(questions, model="m") as events:
