@@ -280,15 +280,17 @@ class Emitter:
             )
         )
 
-    def answer(self, answer: Answer) -> None:
-        """Question ``answer.index`` ended (the first call for an index counts)."""
-        if not self.detailed or answer.index in self._ended:
+    def answer(self, answer: Answer, position: int | None = None) -> None:
+        """Question ``position`` (default ``answer.index``: a window's answers may be told
+        by their place in the whole input) ended; the first call for a position counts."""
+        at = answer.index if position is None else position
+        if not self.detailed or at in self._ended:
             return
-        self._ended.add(answer.index)
+        self._ended.add(at)
         if answer.ok:
             event: Event = AnswerDone(
                 batch=self.batch,
-                index=answer.index,
+                index=at,
                 id=answer.id,
                 via=answer.via,
                 attempts=answer.attempts,
@@ -300,7 +302,7 @@ class Emitter:
             assert answer.error is not None
             event = AnswerFailed(
                 batch=self.batch,
-                index=answer.index,
+                index=at,
                 id=answer.id,
                 via=answer.via,
                 attempts=answer.attempts,
@@ -310,10 +312,11 @@ class Emitter:
             )
         self.emit(event)
 
-    def finished(self, result: BatchResult) -> None:
-        """The batch's end: answers not yet told (the deadline's) and the summary."""
+    def finished(self, result: BatchResult, positions: Sequence[int] | None = None) -> None:
+        """The batch's end: answers not yet told (the deadline's) and the summary;
+        ``positions`` as given to :meth:`answer` (answer ``i`` is question ``positions[i]``)."""
         for answer in result:
-            self.answer(answer)
+            self.answer(answer, None if positions is None else positions[answer.index])
         if not self.summary:
             return
         stats = result.stats

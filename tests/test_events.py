@@ -411,3 +411,25 @@ async def test_no_hook_and_no_debug_build_no_request_events(
         logging.getLogger("splitter").setLevel(logging.NOTSET)
     assert result.ok
     assert made == []
+
+
+def test_an_emitter_tells_a_windows_answers_by_their_input_positions() -> None:
+    """For a window of a longer input (map): answers told by their input position end once
+    each, also when the result is passed to finished() with the same positions."""
+    from splitter._events import Emitter
+
+    seen: list[Event] = []
+    events = Emitter([seen.append])
+    answers = (
+        splitter.Answer(0, Question(text="a?"), "A"),
+        splitter.Answer(
+            1, Question(text="b?"), None, error=splitter.ServerError("boom", status_code=500)
+        ),
+    )
+    events.answer(answers[0], position=40)
+    events.finished(splitter.BatchResult(answers), positions=[40, 41])
+    assert [(type(e).__name__, getattr(e, "index", None)) for e in seen] == [
+        ("AnswerDone", 40),
+        ("AnswerFailed", 41),
+        ("BatchFinished", None),
+    ]
