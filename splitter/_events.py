@@ -208,9 +208,13 @@ def check_hook(hook: object, name: str = "on_event") -> EventHook | None:
 
 def error_kind(exc: BaseException) -> str:
     """The name an event gives an error: its class, or "cancelled" on any event loop."""
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "cancelled"
-    return type(exc).__name__
+    if isinstance(exc, Exception):  # cancellation is a BaseException on every loop
+        return type(exc).__name__
+    try:
+        cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+    except RuntimeError:  # told outside an event loop
+        cancelled = False
+    return "cancelled" if cancelled else type(exc).__name__
 
 
 def status_of(exc: BaseException | None) -> int | None:

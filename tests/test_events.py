@@ -41,7 +41,7 @@ FAST = RetryPolicy(max_attempts=8, initial_wait=0.005, max_wait=0.02, jitter=0.0
 # Retried faults, and an empty quota (429 insufficient_quota) that is never retried.
 FAULTS = Faults(
     rate_429=0.08,
-    rate_quota=0.03,
+    rate_quota=0.06,  # ~1 in 16 requests: some question fails in any run of 40 or more
     rate_500=0.06,
     rate_502=0.04,
     rate_503=0.04,
