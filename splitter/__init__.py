@@ -8,6 +8,18 @@ from __future__ import annotations
 from ._checkpoint import FileRun
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
+from ._events import (
+    AnswerDone,
+    AnswerFailed,
+    BatchFinished,
+    BatchPlanned,
+    BatchStarted,
+    Event,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+)
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -36,6 +48,7 @@ from ._policy import (
     SharedBudget,
     Weighted,
 )
+from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
@@ -49,8 +62,13 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "Answer",
+    "AnswerDone",
+    "AnswerFailed",
     "AnswerStream",
+    "BatchFinished",
+    "BatchPlanned",
     "BatchResult",
+    "BatchStarted",
     "BudgetError",
     "Candidate",
     "CompoundAnswer",
@@ -58,6 +76,7 @@ __all__ = [
     "DecomposePolicy",
     "Decomposition",
     "DependencyError",
+    "Event",
     "FileRun",
     "Group",
     "InvalidInputError",
@@ -69,10 +88,15 @@ __all__ = [
     "PartialFailure",
     "Plan",
     "Policy",
+    "Progress",
     "Question",
     "QuotaExceededError",
     "RateLimitError",
+    "RateLimitWait",
+    "RequestFinished",
+    "RequestStarted",
     "RetryPolicy",
+    "RetryScheduled",
     "RunStats",
     "ServerError",
     "ServiceEstimate",

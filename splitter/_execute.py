@@ -6,6 +6,7 @@ A merged request's answers are parsed back by their nonce markers; any item that
 missing, ambiguous or cut off is re-asked alone (``via="repair"``). Anything not answered
 when the deadline passes is marked with ``DeadlineExceededError``: no question is dropped.
 Every successful response teaches the endpoint's service model and budget.
+Each step is told to the batch's ``Emitter`` (request events only when someone listens).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from tenacity import RetryCallState
 from ._budget import Kind
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
+from ._events import (
+    Emitter,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+    error_kind,
+    status_of,
+)
 from ._exceptions import (
     APITimeoutError,
     BudgetError,
@@ -74,8 +84,14 @@ class _Counters:
     rate_limited: int = 0
     repaired: int = 0
 
-    def on_retry(self, _: RetryCallState) -> None:
-        self.retries += 1
+
+@dataclass(slots=True)
+class _Request:
+    """A logical request as its events name it: its number in the batch and its questions
+    (the caller's indexes)."""
+
+    number: int
+    indexes: tuple[int, ...]
 
 
 class Executor:
@@ -106,14 +122,17 @@ class Executor:
         on_answer: Callable[[Answer], None] | None = None,
         relay: Relay | None = None,
         positions: Sequence[int] | None = None,
+        events: Emitter | None = None,
     ) -> BatchResult:
         """Send ``plan``; ``on_answer`` sees each answer as it is stored (a repaired
         question's final answer only). With a ``relay``, questions asked alone are streamed
-        into it, as question ``positions[i]`` (default: ``i``)."""
+        into it, as question ``positions[i]`` (default: ``i``). ``events`` is the batch's
+        emitter: its request events name questions by ``positions`` too."""
         started = time.perf_counter()
-        run = _Run(self, questions, spec, plan, on_answer)
+        where = positions if positions is not None else range(len(questions))
+        run = _Run(self, questions, spec, plan, on_answer, where, events)
         if relay is not None:
-            run.stream_to(relay, positions if positions is not None else range(len(questions)))
+            run.stream_to(relay, where)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -158,8 +177,11 @@ class _Run:
         spec: RequestSpec,
         plan: Plan,
         on_answer: Callable[[Answer], None] | None = None,
+        positions: Sequence[int] = (),
+        events: Emitter | None = None,
     ):
         self.policy = executor._policy
+        self.events = events if events is not None else Emitter()
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
@@ -173,7 +195,7 @@ class _Run:
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
-        self.positions: Sequence[int] = ()
+        self.positions = positions  # the caller's index of each question of this run
         self.plan_groups = plan.chosen.groups
         self.head: int | None = None  # the live answer the others wait for, when streaming
         self.head_started: anyio.Event | None = None
@@ -212,6 +234,7 @@ class _Run:
                     self._reserve_single(index),
                     started,
                     streamed=index,
+                    asks=(index,),
                 )
         finally:
             if index == self.head and self.head_started is not None:
@@ -244,7 +267,7 @@ class _Run:
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
             outcome, attempts = await self._send(
-                self.spec.messages(prompt.text), params, reserve, started
+                self.spec.messages(prompt.text), params, reserve, started, asks=group.indexes
             )
         if isinstance(outcome, SplitterError):
             await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
@@ -286,23 +309,53 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        *,
+        asks: Sequence[int],
     ) -> tuple[Completion | SplitterError, int]:
         """One logical request with its retries: the completion, or the final error.
         ``started`` fires once its first attempt holds a concurrency slot; ``streamed`` is
-        the question whose answer it streams to the relay, if there is one."""
+        the question whose answer it streams to the relay, if there is one; ``asks`` are
+        the questions it asks (for its events)."""
         attempts = 0
+        request = None
+        if self.events.detailed:
+            indexes = tuple(self.positions[i] for i in asks)
+            request = _Request(self.events.next_request(), indexes)
+
+        def before_sleep(state: RetryCallState) -> None:
+            self.counters.retries += 1
+            if request is not None:
+                self._retry_scheduled(request, state)
+
         try:
             self._check_fits(reserve)
-            async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
+            async for attempt in retrying(self.policy.retry, before_sleep=before_sleep):
                 with attempt:
                     attempts += 1
-                    completion = await self._attempt(messages, params, reserve, started, streamed)
+                    completion = await self._attempt(
+                        messages, params, reserve, started, streamed, (request, attempts)
+                    )
                     return completion, attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
             "unreachable: tenacity either returns or re-raises"
         )  # pragma: no cover
+
+    def _retry_scheduled(self, request: _Request, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        self.events.emit(
+            RetryScheduled(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=state.attempt_number,
+                error=error_kind(exc) if exc is not None else "unknown",
+                status_code=status_of(exc),
+                wait=wait,
+            )
+        )
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.token_capacity
@@ -319,8 +372,10 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        told: tuple[_Request | None, int] = (None, 0),
     ) -> Completion:
-        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        """One attempt; ``told`` is the request its events name (None: no one listens) and
+        the attempt's number."""
         shown = self._shown(streamed)
         if shown is not None:
             raise StreamInterruptedError(
@@ -340,37 +395,101 @@ class _Run:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
-            reservation = await budget.acquire(reserve) if budget is not None else None
+            request, attempt = told
+            on_wait = None if request is None else functools.partial(self._rate_wait, request)
+            reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
             self.counters.requests += 1
+            if request is not None:
+                self._request_started(request, attempt, reserve)
             sent_at = time.perf_counter()
             token = self.endpoint.meter.start(sent_at)
             try:
-                with anyio.fail_after(timeout):
-                    completion = await self._call(messages, params, streamed)
-            except TimeoutError as exc:
-                concurrency.on_overload()
-                raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
-            except RateLimitError as exc:
-                self.counters.rate_limited += 1
-                concurrency.on_overload()
-                if budget is not None:
-                    kind: Kind = "tokens" if exc.type == "tokens" else "requests"
-                    await budget.rate_limited(kind, exc.retry_after)
-                raise
-            except ServerError as exc:
-                if exc.status_code in _OVERLOADED:
-                    concurrency.on_overload()
+                completion = await self._checked_call(messages, params, streamed)
+            except BaseException as exc:
+                if request is not None:
+                    self._request_finished(request, attempt, sent_at, error=exc)
                 raise
             finally:
                 shared = self.endpoint.meter.finish(token, time.perf_counter())
         finally:
             self.limiter.release()
+        if request is not None:
+            self._request_finished(request, attempt, sent_at, usage=completion.usage)
         concurrency.on_success()
         if budget is not None and reservation is not None:
             await budget.refund(reservation, completion.usage.total_tokens)
             await budget.sync(completion.headers)
         self._learn(completion, shared, sent_at)
         return completion
+
+    async def _checked_call(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
+    ) -> Completion:
+        """The call under the policy's timeout; overload and 429s told to the concurrency
+        limit and the budget."""
+        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        try:
+            with anyio.fail_after(timeout):
+                return await self._call(messages, params, streamed)
+        except TimeoutError as exc:
+            concurrency.on_overload()
+            raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
+        except RateLimitError as exc:
+            self.counters.rate_limited += 1
+            concurrency.on_overload()
+            if budget is not None:
+                kind: Kind = "tokens" if exc.type == "tokens" else "requests"
+                await budget.rate_limited(kind, exc.retry_after)
+            raise
+        except ServerError as exc:
+            if exc.status_code in _OVERLOADED:
+                concurrency.on_overload()
+            raise
+
+    def _rate_wait(self, request: _Request, seconds: float, limit: Kind) -> None:
+        self.events.emit(
+            RateLimitWait(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                seconds=seconds,
+                limit=limit,
+            )
+        )
+
+    def _request_started(self, request: _Request, attempt: int, reserve: int) -> None:
+        self.events.emit(
+            RequestStarted(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                reserved_tokens=reserve,
+            )
+        )
+
+    def _request_finished(
+        self,
+        request: _Request,
+        attempt: int,
+        sent_at: float,
+        *,
+        usage: Usage | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.events.emit(
+            RequestFinished(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                latency=time.perf_counter() - sent_at,
+                usage=usage if usage is not None else Usage(),
+                error=None if error is None else error_kind(error),
+                status_code=status_of(error),
+            )
+        )
 
     async def _take_slot(self) -> None:
         """A concurrency slot; without yielding to the event loop when one is free, so the

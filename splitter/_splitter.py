@@ -23,6 +23,7 @@ from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
+from ._events import Emitter, EventHook, check_hook
 from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
@@ -30,6 +31,7 @@ from ._map import DEFAULT_WINDOW, MappedAnswers, RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
+from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage
 from ._service_model import InFlightMeter, ServiceModel
 from ._stream import AnswerStream, Relay, StreamEvent
@@ -57,6 +59,10 @@ class Splitter:
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.OpenAI`` (a sync client is driven from
     worker threads). Without one, an ``AsyncOpenAI`` is built from the ``OPENAI_*``
     environment variables. Its own retries are switched off: splitter's retry layer decides.
+
+    ``on_event`` is called with every event of every batch this Splitter runs (its
+    ``aask_many``, ``aask``, ``aask_one`` and ``astream`` calls): a plain function for your
+    own telemetry; what it raises is logged and never touches an answer (docs/events.md).
     """
 
     def __init__(
@@ -65,9 +71,11 @@ class Splitter:
         *,
         policy: Policy | None = None,
         model: str | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         self.policy = policy if policy is not None else Policy()
         self.model = model
+        self.on_event = check_hook(on_event)
         self._client = client
         self._endpoints: dict[tuple[str, str], Endpoint] = {}
         self._aggregator: Aggregator | None = None  # made by the first aask_one that needs it
@@ -82,25 +90,52 @@ class Splitter:
         model: str | None = None,
         system: str | None = None,
         raise_on_error: bool = False,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> BatchResult:
         """Answer every question; answers come back in input order.
 
         Extra keywords (``temperature``, ``max_tokens``, ``extra_body``, ...) go to every
-        request as ``chat.completions.create`` takes them.
+        request as ``chat.completions.create`` takes them. ``on_event`` sees this call's
+        events (after the Splitter's own hook); ``progress=True`` shows a progress bar on
+        stderr for this call (needs the ``progress`` extra), or pass a :class:`Progress`
+        to follow several calls on one bar.
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
         deps = build_graph(items)
         spec = RequestSpec(chosen_model, system, self._params(params))
-        if not items:
-            return BatchResult(())
-        if self._client is not None:
-            result = await self._run(self._client, items, deps, spec)
-        else:
-            async with openai.AsyncOpenAI() as client:
-                result = await self._run(client, items, deps, spec)
+        hook = check_hook(on_event)
+        if not isinstance(progress, bool | Progress):
+            raise InvalidInputError(
+                f"progress must be True, False or a splitter.Progress, not "
+                f"{type(progress).__name__}"
+            )
+        bar = Progress() if progress is True else progress or None
+        try:
+            events = Emitter((self.on_event, hook, bar))
+            events.started(len(items), chosen_model)
+            result = await self._run_with_client(items, deps, spec, events) if items else None
+            result = result if result is not None else BatchResult(())
+            events.finished(result)
+        finally:
+            if progress is True and bar is not None:
+                bar.close()
         return result.raise_for_errors() if raise_on_error else result
+
+    async def _run_with_client(
+        self,
+        items: list[Question],
+        deps: Graph,
+        spec: RequestSpec,
+        events: Emitter,
+        relay: Relay | None = None,
+    ) -> BatchResult:
+        if self._client is not None:
+            return await self._run(self._client, items, deps, spec, events, relay)
+        async with openai.AsyncOpenAI() as client:
+            return await self._run(client, items, deps, spec, events, relay)
 
     def ask_many(
         self,
@@ -109,14 +144,23 @@ class Splitter:
         model: str | None = None,
         system: str | None = None,
         raise_on_error: bool = False,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> BatchResult:
-        """The sync twin of :meth:`aask_many`; also works inside a running event loop."""
+        """The sync twin of :meth:`aask_many`; also works inside a running event loop
+        (``on_event`` is then called on the helper thread that runs the batch)."""
         questions = list(questions) if not isinstance(questions, str) else questions
 
         async def call() -> BatchResult:
             return await self.aask_many(
-                questions, model=model, system=system, raise_on_error=raise_on_error, **params
+                questions,
+                model=model,
+                system=system,
+                raise_on_error=raise_on_error,
+                on_event=on_event,
+                progress=progress,
+                **params,
             )
 
         return run_sync(call)
@@ -496,12 +540,15 @@ class Splitter:
         deps = build_graph(items)
 
         async def produce(relay: Relay) -> BatchResult:
-            if not items:
-                return BatchResult(())
-            if self._client is not None:
-                return await self._run(self._client, items, deps, spec, relay)
-            async with openai.AsyncOpenAI() as client:
-                return await self._run(client, items, deps, spec, relay)
+            events = Emitter((self.on_event,))
+            events.started(len(items), spec.model)
+            result = (
+                await self._run_with_client(items, deps, spec, events, relay)
+                if items
+                else BatchResult(())
+            )
+            events.finished(result)
+            return result
 
         return AnswerStream(len(items), produce, ordered=ordered)
 
@@ -619,16 +666,20 @@ class Splitter:
         items: list[Question],
         deps: Graph,
         spec: RequestSpec,
+        events: Emitter,
         relay: Relay | None = None,
     ) -> BatchResult:
         endpoint = self._endpoint(client, spec.model)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
         executor = Executor(backend, self.policy, endpoint)
-        to_relay = relay.answer if relay is not None else None
+        to_relay = _answers_to(relay, events)
         live = relay is not None and relay.ordered
         if not any(deps):
             plan = self._plan(items, spec, endpoint, first_alone=live)
-            return await executor.run(items, plan, spec, on_answer=to_relay, relay=relay)
+            events.planned(plan, 0)
+            return await executor.run(
+                items, plan, spec, on_answer=to_relay, relay=relay, events=events
+            )
 
         def plan_wave(wave: list[Question]) -> Plan:
             return self._plan(wave, spec, endpoint, first_alone=live)
@@ -640,7 +691,13 @@ class Splitter:
             positions: list[int],
         ) -> BatchResult:
             return await executor.run(
-                wave, wave_plan, spec, on_answer=on_answer, relay=relay, positions=positions
+                wave,
+                wave_plan,
+                spec,
+                on_answer=on_answer,
+                relay=relay,
+                positions=positions,
+                events=events,
             )
 
         return await run_graph(
@@ -650,6 +707,7 @@ class Splitter:
             execute=execute,
             deadline=self.policy.deadline,
             on_answer=to_relay,
+            events=events,
         )
 
     def _model(self, model: str | None) -> str:
@@ -692,6 +750,21 @@ class _Parts:
         return CompoundAnswer(
             _reassemble(self.decomposition, result), result, self.decomposition, self.by, self.spent
         )
+
+
+def _answers_to(relay: Relay | None, events: Emitter) -> Callable[[Answer], None] | None:
+    """Where each final answer goes as it is known: the stream's relay and the events."""
+    if not events.detailed:
+        return relay.answer if relay is not None else None
+    if relay is None:
+        return events.answer
+    to_relay = relay.answer
+
+    def both(answer: Answer) -> None:
+        to_relay(answer)
+        events.answer(answer)
+
+    return both
 
 
 def _reassemble(decomposition: Decomposition, result: BatchResult) -> str:
@@ -780,7 +853,8 @@ async def aask_many(
     policy: Policy | None = None,
     **kwargs: Any,
 ) -> BatchResult:
-    """Answer every question concurrently; see :meth:`Splitter.aask_many`."""
+    """Answer every question concurrently; see :meth:`Splitter.aask_many` (``on_event`` and
+    ``progress`` included)."""
     return await Splitter(client, policy=policy).aask_many(questions, model=model, **kwargs)
 
 
