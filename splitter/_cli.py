@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -89,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=64, help="most requests in flight")
     run.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="most questions held")
     run.add_argument("--keep-failed", action="store_true", help="do not re-ask failed ids")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr (default: when stderr is a terminal and the "
+        "progress extra is installed)",
+    )
     run.set_defaults(run=_run_file)
 
     plan = commands.add_parser("plan", help="show how questions would be sent (sends nothing)")
@@ -180,6 +188,9 @@ async def _race(make_client: ClientFactory, questions: list[str]) -> dict[str, B
 
 def _run_file(args: argparse.Namespace) -> int:
     policy = Policy(limits=Limits(max_concurrency=args.concurrency))
+    progress = args.progress
+    if progress is None:
+        progress = sys.stderr.isatty() and importlib.util.find_spec("tqdm") is not None
 
     async def run() -> FileRun:
         async with openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key) as client:
@@ -190,11 +201,12 @@ def _run_file(args: argparse.Namespace) -> int:
                 system=args.system,
                 window=args.window,
                 retry_failed=not args.keep_failed,
+                progress=progress,
             )
 
     try:
         done = anyio.run(run)
-    except (InvalidInputError, OSError, openai.OpenAIError) as exc:
+    except (InvalidInputError, OSError, openai.OpenAIError, ImportError) as exc:
         print(f"splitter run: error: {exc}", file=sys.stderr)
         return 2
     print(

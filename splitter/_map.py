@@ -29,8 +29,9 @@ from ._questions import Answer, BatchResult, Question
 __all__ = ["DEFAULT_WINDOW", "MappedAnswers", "RunBatch"]
 
 DEFAULT_WINDOW = 256
-# Send one batch: its questions, and where each answer goes as soon as it is final.
-RunBatch = Callable[[list[Question], Callable[[Answer], None]], Awaitable[BatchResult]]
+# Send one batch: its questions, the input position of its first, and where each answer
+# goes as soon as it is final.
+RunBatch = Callable[[list[Question], int, Callable[[Answer], None]], Awaitable[BatchResult]]
 
 
 @dataclasses.dataclass(slots=True)
@@ -208,7 +209,7 @@ class MappedAnswers:
         def arrive(answer: Answer) -> None:
             self._arrive(batch, answer)
 
-        result = await run_batch(batch.questions, arrive)
+        result = await run_batch(batch.questions, batch.start, arrive)
         for answer in result:  # answers stored without the callback (the deadline's)
             arrive(answer)
         batch.done = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -107,12 +107,7 @@ class Splitter:
         deps = build_graph(items)
         spec = RequestSpec(chosen_model, system, self._params(params))
         hook = check_hook(on_event)
-        if not isinstance(progress, bool | Progress):
-            raise InvalidInputError(
-                f"progress must be True, False or a splitter.Progress, not "
-                f"{type(progress).__name__}"
-            )
-        bar = Progress() if progress is True else progress or None
+        bar = _progress_bar(progress)
         try:
             events = Emitter((self.on_event, hook, bar))
             events.started(len(items), chosen_model)
@@ -375,6 +370,8 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> MappedAnswers:
         """Answer an input of any length, holding at most ``window`` questions at once.
@@ -387,7 +384,8 @@ class Splitter:
         checks them, when they are read; a bad item, or an error of the iterable itself,
         stops the reading and is raised once everything read before it is answered.
         Questions may not depend on each other here (``depends_on``, ``{answer:ID}``).
-        See docs/batch-files.md.
+        ``on_event`` and ``progress`` as in :meth:`aask_many`, over every batch (the events
+        name questions by input position). See docs/batch-files.md.
         """
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InvalidInputError(f"window must be a positive int, not {window!r}")
@@ -399,12 +397,15 @@ class Splitter:
             )
         chosen_model = self._model(model)
         spec = RequestSpec(chosen_model, system, self._params(params))
+        hook = check_hook(on_event)
+        bar = _progress_bar(progress)
 
         def check(index: int, item: object) -> Question:
             return _map_item(index, item, policy=self.policy, model=chosen_model)
 
+        batches = self._batches(spec, hook, bar, own_bar=progress is True)
         return MappedAnswers(
-            questions, window=window, ordered=ordered, check=check, batches=self._batches(spec)
+            questions, window=window, ordered=ordered, check=check, batches=batches
         )
 
     def map(
@@ -415,13 +416,22 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> Generator[Answer, None, None]:
         """The sync twin of :meth:`amap`: a generator of answers (the questions run on an
         event loop in a helper thread, which also reads ``questions``; closing the
         generator early cancels what is still running)."""
         mapped = self.amap(
-            questions, window=window, ordered=ordered, model=model, system=system, **params
+            questions,
+            window=window,
+            ordered=ordered,
+            model=model,
+            system=system,
+            on_event=on_event,
+            progress=progress,
+            **params,
         )
         return iterate_sync(mapped)
 
@@ -436,6 +446,8 @@ class Splitter:
         retry_failed: bool = True,
         sync_every: int = 100,
         sync_seconds: float = 1.0,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> FileRun:
         """Answer a JSONL file of questions into a JSONL file of answers, resumably.
@@ -446,7 +458,8 @@ class Splitter:
         finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
         Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
         again (``retry_failed=False`` keeps their errors). Runs on :meth:`amap`, so memory
-        stays bounded by ``window``, plus the set of ids. See docs/batch-files.md.
+        stays bounded by ``window``, plus the set of ids. ``progress=True``: a bar over
+        the whole file, starting at the ids done before. See docs/batch-files.md.
         """
         chosen_model = self._model(model)
         source, target = Path(questions), Path(out)
@@ -459,6 +472,7 @@ class Splitter:
         done = checkpoint.resume(retry_failed=retry_failed)
         total, skipped = len(ids), len(done & ids)
         del ids
+        bar = _progress_bar(progress, total=total, initial=skipped)
         answered = failed = 0
         mapped = self.amap(
             pending_questions(source, done),
@@ -466,9 +480,11 @@ class Splitter:
             ordered=False,
             model=chosen_model,
             system=system,
+            on_event=on_event,
+            progress=bar or False,
             **params,
         )
-        with checkpoint:
+        with checkpoint, bar if progress is True and bar is not None else nullcontext():
             async with mapped as answers:
                 async for answer in answers:
                     checkpoint.write(answer)
@@ -487,6 +503,8 @@ class Splitter:
         retry_failed: bool = True,
         sync_every: int = 100,
         sync_seconds: float = 1.0,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> FileRun:
         """The sync twin of :meth:`arun_file`."""
@@ -501,15 +519,25 @@ class Splitter:
                 retry_failed=retry_failed,
                 sync_every=sync_every,
                 sync_seconds=sync_seconds,
+                on_event=on_event,
+                progress=progress,
                 **params,
             )
 
         return run_sync(call)
 
     @asynccontextmanager
-    async def _batches(self, spec: RequestSpec) -> AsyncIterator[RunBatch]:
+    async def _batches(
+        self,
+        spec: RequestSpec,
+        hook: EventHook | None = None,
+        bar: Progress | None = None,
+        *,
+        own_bar: bool = False,
+    ) -> AsyncIterator[RunBatch]:
         """How :meth:`amap` sends each batch: planned like :meth:`aask_many`'s questions,
-        every batch under one concurrency limit."""
+        every batch under one concurrency limit, its events told by input position. A bar
+        made for this map (``own_bar``) is closed with it."""
         async with self._client_for() as client:
             endpoint = self._endpoint(client, spec.model)
             backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
@@ -517,15 +545,30 @@ class Splitter:
             executor = Executor(backend, self.policy, endpoint, limiter=limiter)
 
             async def run_batch(
-                items: list[Question], on_answer: Callable[[Answer], None]
+                items: list[Question], start: int, on_answer: Callable[[Answer], None]
             ) -> BatchResult:
+                positions = range(start, start + len(items))
+                events = Emitter((self.on_event, hook, bar))
+                events.started(len(items), spec.model)
                 plan = self._plan(items, spec, endpoint)
-                return await executor.run(items, plan, spec, on_answer=on_answer)
+                events.planned(plan, 0, positions)
+
+                def arrive(answer: Answer) -> None:
+                    on_answer(answer)
+                    events.answer(answer, positions[answer.index])
+
+                result = await executor.run(
+                    items, plan, spec, on_answer=arrive, positions=positions, events=events
+                )
+                events.finished(result, positions)
+                return result
 
             try:
                 yield run_batch
             finally:
                 endpoint.concurrency.release(limiter)
+                if own_bar and bar is not None:
+                    bar.close()
 
     @asynccontextmanager
     async def _client_for(self) -> AsyncIterator[openai.AsyncOpenAI | openai.OpenAI]:
@@ -750,6 +793,17 @@ class _Parts:
         return CompoundAnswer(
             _reassemble(self.decomposition, result), result, self.decomposition, self.by, self.spent
         )
+
+
+def _progress_bar(
+    progress: object, *, total: int | None = None, initial: int = 0
+) -> Progress | None:
+    """The bar ``progress=`` asks for: a new one for True, of ``total`` from ``initial``."""
+    if not isinstance(progress, bool | Progress):
+        raise InvalidInputError(
+            f"progress must be True, False or a splitter.Progress, not {type(progress).__name__}"
+        )
+    return Progress(total=total, initial=initial) if progress is True else progress or None
 
 
 def _answers_to(relay: Relay | None, events: Emitter) -> Callable[[Answer], None] | None:

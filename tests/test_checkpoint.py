@@ -186,3 +186,32 @@ def test_the_cli_reports_a_bad_file_without_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "questions.jsonl line 1: no 'question' field" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_cli_draws_a_bar_over_the_whole_file_from_what_was_done(tmp_path: Path) -> None:
+    """`splitter run --progress`: the bar's length is the whole file and it starts at the
+    ids answered by an earlier run; without --progress and off a terminal, no bar."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions = write_questions(questions_file, 30)
+    done_before = list(questions)[:10]
+    out.write_text(
+        "".join(
+            json.dumps({"id": q, "answer": "earlier", "error": None}) + "\n" for q in done_before
+        )
+    )
+    service = SimService("gpt-4o-mini", time_scale=0.002)
+    with serve(service) as base_url:
+        argv = [SPLITTER, "run", str(questions_file), "--out", str(out), "--model", "m"]
+        env = {**os.environ, "OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": base_url}
+        shown = subprocess.run(
+            [*argv, "--progress"], env=env, capture_output=True, text=True, timeout=60
+        )
+        quiet = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    final = shown.stderr.rsplit("\r", 1)[-1]
+    assert "30/30" in final
+    assert "ok=30 failed=0" in final  # the 10 done before count as answered
+    assert "30 questions: 10 already in" in shown.stderr
+    assert quiet.returncode == 0, quiet.stderr
+    assert "30/30" not in quiet.stderr  # nothing left, and no bar off a terminal
+    assert len(read_answers(out)) == 30

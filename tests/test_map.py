@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
@@ -10,10 +11,15 @@ import pytest
 
 from splitter import (
     Answer,
+    AnswerDone,
+    AnswerFailed,
+    BatchStarted,
+    Event,
     InvalidInputError,
     Limits,
     MappedAnswers,
     Policy,
+    Progress,
     Question,
     Splitter,
 )
@@ -196,6 +202,29 @@ async def test_batches_of_one_map_share_the_concurrency_limit() -> None:
         running += step
         peak = max(peak, running)
     assert peak <= 3
+
+
+async def test_map_tells_events_by_input_position_and_draws_one_bar() -> None:
+    """Through windows of 8, the hook hears each question end once under its input
+    position (never a window's local index), and one bar follows every batch."""
+    questions = texts(30)
+    heard: list[Event] = []
+    out = io.StringIO()
+    answers: list[Answer] = []
+    async with open_sim_client(sim()) as client:
+        with Progress(file=out, mininterval=0) as bar:
+            mapped = Splitter(client).amap(
+                questions, window=8, model="m", on_event=heard.append, progress=bar
+            )
+            await collect(mapped, answers)
+    assert_own_answers(answers, questions)
+    ended = [e.index for e in heard if isinstance(e, AnswerDone | AnswerFailed)]
+    assert sorted(ended) == list(range(30))
+    batches = [e for e in heard if isinstance(e, BatchStarted)]
+    assert len(batches) > 1  # more than one window's batch, all on the one bar
+    assert sum(b.questions for b in batches) == 30
+    assert (bar.answered, bar.total) == (30, 30)
+    assert "30/30" in out.getvalue().rsplit("\r", 1)[-1]
 
 
 async def test_window_and_input_are_checked_before_anything_is_read() -> None:
