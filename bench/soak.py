@@ -297,7 +297,7 @@ async def soak(config: Config, base_url: str) -> tuple[Tally, float]:
     limiter = anyio.Semaphore(config.parallel)
     started = time.perf_counter()
     async with make_client(base_url) as client:
-        splitters = {
+        splitters: dict[str, Splitter] = {
             name: Splitter(client, policy=Policy(strategy=name, timeout=config.timeout))
             for name in STRATEGIES
         }
