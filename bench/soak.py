@@ -12,7 +12,7 @@ simulated minute, so real 429s with ``x-ratelimit-reset-*`` headers happen when 
 outruns the budget it learns.
 
 The questions are asked in chunks of ``--chunk`` (default 500), ``--parallel`` chunks at a
-time (default 2), through ``Splitter.aask_many``; the chunks cycle through the strategies
+time (default 4), through ``Splitter.aask_many``; the chunks cycle through the strategies
 ``auto``, ``merge`` (merged requests of up to 4 questions: the only ones sloppy answers can
 garble) and ``fanout``, and every ``--stream-every``-th chunk (default 10th) goes through
 ``Splitter.astream`` instead, alternately in order and out of order. Every Splitter uses
@@ -46,8 +46,8 @@ the service received by outcome, the client's retries and the wall time. The exi
 
 Run from the repository root::
 
-    /work/venv/bin/python bench/soak.py [--n 10000] [--chunk 500] [--parallel 2]
-        [--fault-rate 0.3] [--time-scale 0.05] [--timeout 1.0] [--stall 60] [--rpm 600]
+    /work/venv/bin/python bench/soak.py [--n 10000] [--chunk 500] [--parallel 4]
+        [--fault-rate 0.3] [--time-scale 0.05] [--timeout 1.0] [--stall 60] [--rpm 240]
         [--seed 0] [--json PATH]
 """
 
@@ -415,12 +415,12 @@ def _parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--n", type=int, default=10_000, help="questions (default 10000)")
     add("--chunk", type=int, default=500, help="questions per aask_many call")
-    add("--parallel", type=int, default=2, help="chunks in flight at once")
+    add("--parallel", type=int, default=4, help="chunks in flight at once")
     add("--fault-rate", type=float, default=0.30, help="share of requests given a fault")
     add("--time-scale", type=float, default=0.05, help="real seconds per simulated second")
     add("--timeout", type=float, default=1.0, help="per-request timeout, real seconds")
     add("--stall", type=float, default=60.0, help="a stall's hold, simulated seconds")
-    add("--rpm", type=int, default=600, help="the service's requests per simulated minute")
+    add("--rpm", type=int, default=240, help="the service's requests per simulated minute")
     add("--seed", type=int, default=0)
     add("--stream-every", type=int, default=10, help="every k-th chunk via astream (0: none)")
     add("--swaps", action="store_true", help="let sloppy answers swap two neighbours")
