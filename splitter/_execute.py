@@ -526,6 +526,10 @@ class _Run:
                     f"the stream of questions[{at}] broke off after part of its answer was "
                     f"delivered ({exc}); it is not re-asked"
                 ) from exc
+            self.relay.abandon(at)
+            raise
+        except BaseException:  # a timeout or a cancellation: the attempt is over all the same
+            self.relay.abandon(at)
             raise
 
     def _learn(

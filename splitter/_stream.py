@@ -75,6 +75,11 @@ class Relay:
 
     def attempt(self, index: int) -> None:
         """A new attempt for ``index`` starts: what an earlier one left unshown is void."""
+        self.abandon(index)
+
+    def abandon(self, index: int) -> None:
+        """An attempt for ``index`` failed: what it buffered is void at once, so that its
+        turn, should it come before the next attempt, cannot deliver that text."""
         if index not in self._shown:
             self._buffers.pop(index, None)
 

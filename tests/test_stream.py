@@ -225,3 +225,26 @@ def test_the_sync_twin_streams_through_a_sync_client() -> None:
     assert sum(1 for e in seen if e.index == 0 and e.delta) > 5
     assert texts_by_question(seen)[1].startswith(answer_tag(questions[1]))
     assert first.index == 0
+
+
+async def test_a_failed_attempts_buffer_is_never_shown_when_its_turn_comes_during_backoff() -> None:
+    """Both streams break: the first, live, ends with StreamInterruptedError, and so the
+    second's turn comes while it waits to retry. That turn must not deliver the broken
+    attempt's buffered text: the retry goes ahead and the caller gets exactly its answer
+    (regression: the stale buffer came out, which then refused the retry)."""
+    # Seed 1: requests 1 and 2 (each question's first attempt, in whichever order they
+    # arrive) are cut halfway; request 3 (the second question's retry) is clean. The second
+    # question breaks ~15 ms in, the first ~60 ms in, the retry goes ~500 ms in.
+    service = SimService("gpt-4o-mini", time_scale=0.05, faults=Faults(rate_truncate=0.5), seed=1)
+    questions = ["Long one. [len=200]", "Second one. [len=40]"]
+    policy = Policy(strategy="fanout", retry=RetryPolicy(initial_wait=0.5, jitter=0))
+    async with open_sim_client(service) as client:
+        async with Splitter(client, policy=policy).astream(questions, model="m") as events:
+            seen = [event async for event in events]
+        result = events.result
+    by_arrival = sorted(service.log, key=lambda r: r.arrived)
+    assert [r.error_code for r in by_arrival] == ["truncated", "truncated", None]
+    assert_each_done_once_in_order(seen, 2)
+    assert isinstance(result[0].error, StreamInterruptedError)
+    assert (result[1].error, result[1].attempts) == (None, 2)
+    assert texts_by_question(seen)[1] == result[1].text
