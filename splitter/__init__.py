@@ -5,8 +5,21 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from ._checkpoint import FileRun
 from ._client import wrap
 from ._decompose import Decomposition, Part, decompose
+from ._events import (
+    AnswerDone,
+    AnswerFailed,
+    BatchFinished,
+    BatchPlanned,
+    BatchStarted,
+    Event,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+)
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -24,6 +37,7 @@ from ._exceptions import (
     SplitterError,
     StreamInterruptedError,
 )
+from ._map import MappedAnswers
 from ._planner import Candidate, Group, Plan
 from ._policy import (
     DecomposePolicy,
@@ -34,6 +48,7 @@ from ._policy import (
     SharedBudget,
     Weighted,
 )
+from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
@@ -47,8 +62,13 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "Answer",
+    "AnswerDone",
+    "AnswerFailed",
     "AnswerStream",
+    "BatchFinished",
+    "BatchPlanned",
     "BatchResult",
+    "BatchStarted",
     "BudgetError",
     "Candidate",
     "CompoundAnswer",
@@ -56,19 +76,27 @@ __all__ = [
     "DecomposePolicy",
     "Decomposition",
     "DependencyError",
+    "Event",
+    "FileRun",
     "Group",
     "InvalidInputError",
     "InvalidResponseError",
     "Limits",
+    "MappedAnswers",
     "MergePolicy",
     "Part",
     "PartialFailure",
     "Plan",
     "Policy",
+    "Progress",
     "Question",
     "QuotaExceededError",
     "RateLimitError",
+    "RateLimitWait",
+    "RequestFinished",
+    "RequestStarted",
     "RetryPolicy",
+    "RetryScheduled",
     "RunStats",
     "ServerError",
     "ServiceEstimate",

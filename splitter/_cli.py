@@ -1,10 +1,12 @@
 """The ``splitter`` command: ``demo`` (the seeds' experiment on the simulator), ``bench`` (the
-same experiment measured on any endpoint), ``ask`` and ``plan``."""
+same experiment measured on any endpoint), ``ask``, ``run`` (a JSONL file, resumably) and
+``plan``."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +15,9 @@ import anyio
 import openai
 
 from . import _seed_bench
+from ._checkpoint import FileRun
+from ._exceptions import InvalidInputError
+from ._map import DEFAULT_WINDOW
 from ._policy import Limits, MergePolicy, Policy
 from ._questions import BatchResult
 from ._splitter import Splitter
@@ -68,6 +73,31 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--concurrency", type=int, default=16)
     ask.add_argument("--json", action="store_true", help="print one JSON object per answer")
     ask.set_defaults(run=_ask)
+
+    run = commands.add_parser(
+        "run",
+        help="answer a JSONL file of questions into a JSONL file of answers, resumably",
+        description='Input lines {"id": ..., "question": ...}; output lines {"id": ..., '
+        '"answer": ..., "error": ...}, appended as answers finish. Run it again after a '
+        "crash: answered ids are skipped, failed ones asked again. See docs/batch-files.md.",
+    )
+    run.add_argument("questions", help="the input JSONL file")
+    run.add_argument("--out", required=True, help="the output JSONL file (appended to)")
+    run.add_argument("--model", required=True)
+    run.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
+    run.add_argument("--api-key", default=None, help="default: $OPENAI_API_KEY")
+    run.add_argument("--system", default=None, help="a system prompt for every request")
+    run.add_argument("--concurrency", type=int, default=64, help="most requests in flight")
+    run.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="most questions held")
+    run.add_argument("--keep-failed", action="store_true", help="do not re-ask failed ids")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr (default: when stderr is a terminal and the "
+        "progress extra is installed)",
+    )
+    run.set_defaults(run=_run_file)
 
     plan = commands.add_parser("plan", help="show how questions would be sent (sends nothing)")
     plan.add_argument("questions", nargs="+", help="one argument per question")
@@ -154,6 +184,37 @@ async def _race(make_client: ClientFactory, questions: list[str]) -> dict[str, B
         for name, policy in policies.items():
             results[name] = await Splitter(client, policy=policy).aask_many(questions, model="m")
     return results
+
+
+def _run_file(args: argparse.Namespace) -> int:
+    policy = Policy(limits=Limits(max_concurrency=args.concurrency))
+    progress = args.progress
+    if progress is None:
+        progress = sys.stderr.isatty() and importlib.util.find_spec("tqdm") is not None
+
+    async def run() -> FileRun:
+        async with openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key) as client:
+            return await Splitter(client, policy=policy).arun_file(
+                args.questions,
+                args.out,
+                model=args.model,
+                system=args.system,
+                window=args.window,
+                retry_failed=not args.keep_failed,
+                progress=progress,
+            )
+
+    try:
+        done = anyio.run(run)
+    except (InvalidInputError, OSError, openai.OpenAIError, ImportError) as exc:
+        print(f"splitter run: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{done.questions} questions: {done.skipped} already in {args.out}, "
+        f"{done.answered} answered now, {done.failed} failed",
+        file=sys.stderr,
+    )
+    return 0 if done.failed == 0 else 1
 
 
 def _ask(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ A merged request's answers are parsed back by their nonce markers; any item that
 missing, ambiguous or cut off is re-asked alone (``via="repair"``). Anything not answered
 when the deadline passes is marked with ``DeadlineExceededError``: no question is dropped.
 Every successful response teaches the endpoint's service model and budget.
+Each step is told to the batch's ``Emitter`` (request events only when someone listens).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from tenacity import RetryCallState
 from ._budget import Kind
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
+from ._events import (
+    Emitter,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+    error_kind,
+    status_of,
+)
 from ._exceptions import (
     APITimeoutError,
     BudgetError,
@@ -39,7 +49,7 @@ from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import retrying
-from ._service_model import Observation
+from ._service_model import Observation, Reading
 from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]
@@ -74,17 +84,34 @@ class _Counters:
     rate_limited: int = 0
     repaired: int = 0
 
-    def on_retry(self, _: RetryCallState) -> None:
-        self.retries += 1
+
+@dataclass(slots=True)
+class _Request:
+    """A logical request as its events name it: its number in the batch and its questions
+    (the caller's indexes)."""
+
+    number: int
+    indexes: tuple[int, ...]
 
 
 class Executor:
     """Runs a plan's requests under a policy and collects answers in input order."""
 
-    def __init__(self, backend: OpenAIBackend, policy: Policy, endpoint: Endpoint) -> None:
+    def __init__(
+        self,
+        backend: OpenAIBackend,
+        policy: Policy,
+        endpoint: Endpoint,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        """``limiter``: one concurrency limit shared by every batch this executor runs (the
+        caller attaches it to the endpoint's adaptive limit and releases it); without one,
+        each batch takes its own."""
         self._backend = backend
         self._policy = policy
         self._endpoint = endpoint
+        self._limiter = limiter
 
     async def run(
         self,
@@ -95,14 +122,17 @@ class Executor:
         on_answer: Callable[[Answer], None] | None = None,
         relay: Relay | None = None,
         positions: Sequence[int] | None = None,
+        events: Emitter | None = None,
     ) -> BatchResult:
         """Send ``plan``; ``on_answer`` sees each answer as it is stored (a repaired
         question's final answer only). With a ``relay``, questions asked alone are streamed
-        into it, as question ``positions[i]`` (default: ``i``)."""
+        into it, as question ``positions[i]`` (default: ``i``). ``events`` is the batch's
+        emitter: its request events name questions by ``positions`` too."""
         started = time.perf_counter()
-        run = _Run(self, questions, spec, plan, on_answer)
+        where = positions if positions is not None else range(len(questions))
+        run = _Run(self, questions, spec, plan, on_answer, where, events)
         if relay is not None:
-            run.stream_to(relay, positions if positions is not None else range(len(questions)))
+            run.stream_to(relay, where)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
         try:
             with anyio.move_on_after(deadline):
@@ -118,7 +148,8 @@ class Executor:
                             place = _Started(turns, ticket)
                             tg.start_soon(run.single, group.indexes[0], "single", place)
         finally:
-            self._endpoint.concurrency.release(run.limiter)
+            if self._limiter is None:
+                self._endpoint.concurrency.release(run.limiter)
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
             for i, answer in enumerate(run.slots)
@@ -146,8 +177,11 @@ class _Run:
         spec: RequestSpec,
         plan: Plan,
         on_answer: Callable[[Answer], None] | None = None,
+        positions: Sequence[int] = (),
+        events: Emitter | None = None,
     ):
         self.policy = executor._policy
+        self.events = events if events is not None else Emitter()
         self.backend = executor._backend
         self.endpoint = executor._endpoint
         self.questions = questions
@@ -157,14 +191,30 @@ class _Run:
         # round trip on the hot path for a shared budget.
         self.token_capacity = plan.budget.token_capacity
         self.slots: list[Answer | None] = [None] * len(questions)
-        self.limiter = self.endpoint.concurrency.limiter()
+        self.limiter = executor._limiter or self.endpoint.concurrency.limiter()
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
-        self.positions: Sequence[int] = ()
+        self.positions = positions  # the caller's index of each question of this run
+        self.plan_groups = plan.chosen.groups
+        self.head: int | None = None  # the live answer the others wait for, when streaming
+        self.head_started: anyio.Event | None = None
 
     def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
         self.relay, self.positions = relay, positions
+        groups = self.plan_groups
+        if (
+            len(groups) > 1
+            and not groups[0].merged
+            and relay.delivering(positions[groups[0].indexes[0]])
+        ):
+            # The answer being delivered live goes first (the planner put it first) and
+            # the others wait for its first token: sent beside it, their prefill would
+            # compete with its own and delay the first token the reader sees. They are
+            # buffered until it has finished anyway, so starting them a TTFT later
+            # seldom delays what is shown.
+            self.head = groups[0].indexes[0]
+            self.head_started = anyio.Event()
 
     def _reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""
@@ -176,14 +226,19 @@ class _Run:
     async def single(self, index: int, via: Via, started: _Started | None = None) -> None:
         question = self.questions[index]
         params = self.spec.capped(question.max_tokens)
-        with started or _Started.unordered():
-            outcome, attempts = await self._send(
-                self.spec.messages(question.text),
-                params,
-                self._reserve_single(index),
-                started,
-                streamed=index,
-            )
+        try:
+            with started or _Started.unordered():
+                outcome, attempts = await self._send(
+                    self.spec.messages(question.text),
+                    params,
+                    self._reserve_single(index),
+                    started,
+                    streamed=index,
+                    asks=(index,),
+                )
+        finally:
+            if index == self.head and self.head_started is not None:
+                self.head_started.set()  # failed or answered without a token: don't wait
         if isinstance(outcome, SplitterError):
             self._store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
             return
@@ -212,7 +267,7 @@ class _Run:
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
             outcome, attempts = await self._send(
-                self.spec.messages(prompt.text), params, reserve, started
+                self.spec.messages(prompt.text), params, reserve, started, asks=group.indexes
             )
         if isinstance(outcome, SplitterError):
             await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
@@ -254,23 +309,53 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        *,
+        asks: Sequence[int],
     ) -> tuple[Completion | SplitterError, int]:
         """One logical request with its retries: the completion, or the final error.
         ``started`` fires once its first attempt holds a concurrency slot; ``streamed`` is
-        the question whose answer it streams to the relay, if there is one."""
+        the question whose answer it streams to the relay, if there is one; ``asks`` are
+        the questions it asks (for its events)."""
         attempts = 0
+        request = None
+        if self.events.detailed:
+            indexes = tuple(self.positions[i] for i in asks)
+            request = _Request(self.events.next_request(), indexes)
+
+        def before_sleep(state: RetryCallState) -> None:
+            self.counters.retries += 1
+            if request is not None:
+                self._retry_scheduled(request, state)
+
         try:
             self._check_fits(reserve)
-            async for attempt in retrying(self.policy.retry, before_sleep=self.counters.on_retry):
+            async for attempt in retrying(self.policy.retry, before_sleep=before_sleep):
                 with attempt:
                     attempts += 1
-                    completion = await self._attempt(messages, params, reserve, started, streamed)
+                    completion = await self._attempt(
+                        messages, params, reserve, started, streamed, (request, attempts)
+                    )
                     return completion, attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
             "unreachable: tenacity either returns or re-raises"
         )  # pragma: no cover
+
+    def _retry_scheduled(self, request: _Request, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        self.events.emit(
+            RetryScheduled(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=state.attempt_number,
+                error=error_kind(exc) if exc is not None else "unknown",
+                status_code=status_of(exc),
+                wait=wait,
+            )
+        )
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.token_capacity
@@ -287,8 +372,10 @@ class _Run:
         reserve: int,
         started: _Started | None = None,
         streamed: int | None = None,
+        told: tuple[_Request | None, int] = (None, 0),
     ) -> Completion:
-        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        """One attempt; ``told`` is the request its events name (None: no one listens) and
+        the attempt's number."""
         shown = self._shown(streamed)
         if shown is not None:
             raise StreamInterruptedError(
@@ -301,42 +388,108 @@ class _Run:
         # unknown, only one slot-full of requests goes out before the headers teach them.
         if started is not None:
             await started.turn()
+        if self.head_started is not None and streamed != self.head:
+            await self.head_started.wait()  # after the head's turn: it holds its slot
         await self._take_slot()
         try:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
-            reservation = await budget.acquire(reserve) if budget is not None else None
+            request, attempt = told
+            on_wait = None if request is None else functools.partial(self._rate_wait, request)
+            reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
             self.counters.requests += 1
+            if request is not None:
+                self._request_started(request, attempt, reserve)
             sent_at = time.perf_counter()
             token = self.endpoint.meter.start(sent_at)
             try:
-                with anyio.fail_after(timeout):
-                    completion = await self._call(messages, params, streamed)
-            except TimeoutError as exc:
-                concurrency.on_overload()
-                raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
-            except RateLimitError as exc:
-                self.counters.rate_limited += 1
-                concurrency.on_overload()
-                if budget is not None:
-                    kind: Kind = "tokens" if exc.type == "tokens" else "requests"
-                    await budget.rate_limited(kind, exc.retry_after)
-                raise
-            except ServerError as exc:
-                if exc.status_code in _OVERLOADED:
-                    concurrency.on_overload()
+                completion = await self._checked_call(messages, params, streamed)
+            except BaseException as exc:
+                if request is not None:
+                    self._request_finished(request, attempt, sent_at, error=exc)
                 raise
             finally:
                 shared = self.endpoint.meter.finish(token, time.perf_counter())
         finally:
             self.limiter.release()
+        if request is not None:
+            self._request_finished(request, attempt, sent_at, usage=completion.usage)
         concurrency.on_success()
         if budget is not None and reservation is not None:
             await budget.refund(reservation, completion.usage.total_tokens)
             await budget.sync(completion.headers)
         self._learn(completion, shared, sent_at)
         return completion
+
+    async def _checked_call(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
+    ) -> Completion:
+        """The call under the policy's timeout; overload and 429s told to the concurrency
+        limit and the budget."""
+        timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
+        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        try:
+            with anyio.fail_after(timeout):
+                return await self._call(messages, params, streamed)
+        except TimeoutError as exc:
+            concurrency.on_overload()
+            raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
+        except RateLimitError as exc:
+            self.counters.rate_limited += 1
+            concurrency.on_overload()
+            if budget is not None:
+                kind: Kind = "tokens" if exc.type == "tokens" else "requests"
+                await budget.rate_limited(kind, exc.retry_after)
+            raise
+        except ServerError as exc:
+            if exc.status_code in _OVERLOADED:
+                concurrency.on_overload()
+            raise
+
+    def _rate_wait(self, request: _Request, seconds: float, limit: Kind) -> None:
+        self.events.emit(
+            RateLimitWait(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                seconds=seconds,
+                limit=limit,
+            )
+        )
+
+    def _request_started(self, request: _Request, attempt: int, reserve: int) -> None:
+        self.events.emit(
+            RequestStarted(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                reserved_tokens=reserve,
+            )
+        )
+
+    def _request_finished(
+        self,
+        request: _Request,
+        attempt: int,
+        sent_at: float,
+        *,
+        usage: Usage | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.events.emit(
+            RequestFinished(
+                batch=self.events.batch,
+                request=request.number,
+                indexes=request.indexes,
+                attempt=attempt,
+                latency=time.perf_counter() - sent_at,
+                usage=usage if usage is not None else Usage(),
+                error=None if error is None else error_kind(error),
+                status_code=status_of(error),
+            )
+        )
 
     async def _take_slot(self) -> None:
         """A concurrency slot; without yielding to the event loop when one is free, so the
@@ -360,12 +513,12 @@ class _Run:
             return await self.backend.chat(model=self.spec.model, messages=messages, **params)
         at = self.positions[streamed]
         self.relay.attempt(at)
+        on_delta = functools.partial(self.relay.delta, at)
+        if streamed == self.head and self.head_started is not None:
+            on_delta = functools.partial(_first_then, self.head_started, on_delta)
         try:
             return await self.backend.chat_stream(
-                model=self.spec.model,
-                messages=messages,
-                on_delta=functools.partial(self.relay.delta, at),
-                **params,
+                model=self.spec.model, messages=messages, on_delta=on_delta, **params
             )
         except SplitterError as exc:
             if self.relay.committed(at):
@@ -373,12 +526,16 @@ class _Run:
                     f"the stream of questions[{at}] broke off after part of its answer was "
                     f"delivered ({exc}); it is not re-asked"
                 ) from exc
+            self.relay.abandon(at)
+            raise
+        except BaseException:  # a timeout or a cancellation: the attempt is over all the same
+            self.relay.abandon(at)
             raise
 
     def _learn(
         self,
         completion: Completion,
-        shared: Mapping[int | None, tuple[float, float]],
+        shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
     ) -> None:
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -387,13 +544,19 @@ class _Run:
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
                 latency=completion.elapsed,
-                concurrency=shared[None][1],
+                concurrency=shared[None][0][1],
                 queue=shared,
                 started=sent_at,
                 idle=self.endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
             )
         )
+
+
+def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -> None:
+    """Deliver a piece of the head's answer, and let the others go at its first."""
+    event.set()
+    deliver(text)
 
 
 class _Turns:

@@ -46,15 +46,19 @@ import anyio
 import openai
 
 from ._policy import MergePolicy, Policy
-from ._questions import BatchResult
+from ._questions import BatchResult, Question
+from ._service_model import ServiceModel
 from ._splitter import Splitter
 from .sim import PROFILES, SimService, answer_tag, serve
 
 __all__ = [
     "ARMS",
+    "Measured",
     "Probe",
+    "Settings",
     "StreamTiming",
     "add_arguments",
+    "experiment",
     "main",
     "measure_concurrent",
     "measure_rtt",
@@ -62,6 +66,7 @@ __all__ = [
     "probe",
     "question_texts",
     "run",
+    "summarize",
 ]
 
 #: The arms, in the order of even rounds (odd rounds run them backwards).
@@ -242,7 +247,7 @@ class _RequestLog:
 
     def __init__(self) -> None:
         self._sent: dict[int, float] = {}
-        self.spans: list[tuple[float, float]] = []
+        self.spans: list[tuple[float, float, int]] = []  # sent, answered, HTTP status
 
     async def on_request(self, request: Any) -> None:
         if str(request.url.path).endswith("/chat/completions"):
@@ -252,9 +257,9 @@ class _RequestLog:
         # A non-streamed completion's headers come with its body, once it is fully decoded.
         sent = self._sent.pop(id(response.request), None)
         if sent is not None:
-            self.spans.append((sent, time.perf_counter()))
+            self.spans.append((sent, time.perf_counter(), response.status_code))
 
-    def take(self) -> list[tuple[float, float]]:
+    def take(self) -> list[tuple[float, float, int]]:
         spans, self.spans = sorted(self.spans), []
         return spans
 
@@ -291,6 +296,7 @@ class Measured:
     attributed: int | None  # simulator only: answers carrying their own question's tag
     predicted: float | None
     request_seconds: list[float] = field(default_factory=list)
+    refused: int | None = None  # merged arm: the HTTP status the merged request was refused with
 
 
 def _plan_label(result: BatchResult) -> str:
@@ -303,7 +309,7 @@ def _plan_label(result: BatchResult) -> str:
 
 def _measured(
     result: BatchResult,
-    spans: list[tuple[float, float]],
+    spans: list[tuple[float, float, int]],
     arm: str,
     round_: int,
     scale: float,
@@ -312,8 +318,11 @@ def _measured(
     stats = result.stats
     wall = stats.wall_time
     time_ = wall
-    if arm == "merged" and spans and stats.retries == 0:
-        start, end = spans[0]  # the merged request: the first sent; re-asks follow it
+    # The merged request is the first sent; re-asks follow it. One the service refused (a
+    # context too small for the merged answers, say) measured nothing: the call is timed.
+    refused = spans[0][2] if arm == "merged" and spans and spans[0][2] != 200 else None
+    if arm == "merged" and spans and stats.retries == 0 and refused is None:
+        start, end, _ = spans[0]
         time_ = end - start
     attributed = None
     if on_sim:
@@ -331,13 +340,24 @@ def _measured(
         answered=sum(a.ok for a in result),
         attributed=attributed,
         predicted=None if predicted is None else predicted / scale,
-        request_seconds=[(end - start) / scale for start, end in spans],
+        request_seconds=[(end - start) / scale for start, end, _ in spans],
+        refused=refused,
     )
 
 
-async def _experiment(
-    s: Settings, base_url: str, scale: float, on_sim: bool
+async def experiment(
+    s: Settings,
+    base_url: str,
+    scale: float,
+    on_sim: bool,
+    service: ServiceModel | None = None,
 ) -> tuple[dict[str, list[Measured]], list[str], Probe, Splitter]:
+    """Calibrate auto, probe the physical limit, then measure the arms round by round.
+
+    Returns each arm's rounds, auto's calibration plans, the probe, and the calibrated auto
+    ``Splitter`` (its service model is what it learned). ``on_sim``: pin lengths with the
+    simulator's marker instead of ``max_tokens``. ``service``: auto starts from (and goes
+    on teaching) this service model instead of a fresh one."""
     texts = question_texts(s.questions, s.tokens, marker=on_sim)
     params: dict[str, Any] = {}
     if not on_sim:  # the simulator pins lengths by the marker; a cap would only cut markers
@@ -362,6 +382,11 @@ async def _experiment(
         "fan-out": Splitter(client, policy=Policy(strategy="fanout", timeout=s.timeout)),
         "auto": Splitter(client, policy=Policy(timeout=s.timeout)),
     }
+    if service is not None:
+        splitters["auto"].use_service_model(service, s.model)
+    # The seeds' one merged request is sized for its answers (max_tokens from the known
+    # length); sized by a guess it may not fit the model's context.
+    sized = [Question(text=t, expected_tokens=s.tokens) for t in texts]
     results: dict[str, list[Measured]] = {arm: [] for arm in ARMS}
     calibration: list[str] = []
     async with client:
@@ -373,18 +398,20 @@ async def _experiment(
         for r in range(s.rounds):
             for arm in ARMS if r % 2 == 0 else ARMS[::-1]:
                 log.take()
-                result = await splitters[arm].aask_many(texts, model=s.model, **params)
+                asked = sized if arm == "merged" else texts
+                result = await splitters[arm].aask_many(asked, model=s.model, **params)
                 results[arm].append(_measured(result, log.take(), arm, r, scale, on_sim))
     return results, calibration, measured_probe, splitters["auto"]
 
 
-def _summary(
+def summarize(
     s: Settings,
     results: dict[str, list[Measured]],
     probe_: Probe,
     auto: Splitter,
     scale: float,
 ) -> dict[str, Any]:
+    """Medians, speed-ups, auto's share of the best, the limit, measured and learned TPOT."""
     medians = {arm: statistics.median(m.time for m in results[arm]) for arm in ARMS}
     speedups = {arm: medians["merged"] / medians[arm] for arm in ARMS}
     best = max(("merged", "fan-out"), key=lambda arm: speedups[arm])
@@ -455,8 +482,14 @@ def _print_report(
     for line in varied:
         print(line)
     merged = results["merged"]
+    refused = [m for m in merged if m.refused is not None]
+    if refused:
+        print(
+            f"merged: the service refused the merged request in {len(refused)} round(s) "
+            f"(HTTP {refused[0].refused}); those rounds are timed by the whole call"
+        )
     repaired = statistics.median(m.repaired for m in merged)
-    if repaired:
+    if repaired and len(refused) < len(merged):
         whole = statistics.median(m.wall for m in merged)
         print(
             "merged: timed by its one merged request; splitter then re-asked a median of "
@@ -560,19 +593,19 @@ def run(args: argparse.Namespace) -> int:
         try:
             with serve(service) as base_url:
                 where = f"the simulated {s.profile!r} service at {base_url}"
-                outcome = anyio.run(_experiment, s, base_url, scale, True)
+                outcome = anyio.run(experiment, s, base_url, scale, True)
         except RuntimeError as exc:  # uvicorn (the sim extra) is missing
             print(f"splitter bench: error: {exc}", file=sys.stderr)
             return 1
     else:
         scale, unit, where = 1.0, "seconds", f"{s.base_url} (model {s.model!r})"
         try:
-            outcome = anyio.run(_experiment, s, s.base_url, scale, False)
+            outcome = anyio.run(experiment, s, s.base_url, scale, False)
         except openai.OpenAIError as exc:
             print(f"splitter bench: the endpoint failed: {exc}", file=sys.stderr)
             return 1
     results, calibration, measured_probe, auto = outcome
-    summary = _summary(s, results, measured_probe, auto, scale)
+    summary = summarize(s, results, measured_probe, auto, scale)
     _print_report(s, where, results, calibration, summary, unit)
     if s.json_path is not None:
         report = {

@@ -104,6 +104,9 @@ class ServiceEstimate:
         return self.rtt + (prefill + output_tokens * self.tpot(running)) * queued
 
 
+Reading = tuple[float, float]  # (seconds queued at the server, sequences running beside it)
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """One measured response."""
@@ -113,9 +116,10 @@ class Observation:
     latency: float  # seconds from send to the full body, as the client saw it
     concurrency: float  # time-averaged requests in flight to this service meanwhile
     processing: float | None = None  # the service's own processing seconds, if reported
-    # Per candidate slot count: (seconds it would have queued at the server, time-averaged
-    # sequences running meanwhile), from :class:`InFlightMeter`; missing: no queue.
-    queue: Mapping[int | None, tuple[float, float]] | None = None
+    # Per candidate slot count: the readings of (seconds it would have queued at the server,
+    # time-averaged sequences running meanwhile), from :class:`InFlightMeter`; missing: no
+    # queue.
+    queue: Mapping[int | None, tuple[Reading, ...]] | None = None
     started: float | None = None  # when it was sent, on the caller's clock
     idle: bool = False  # nothing else was in flight to this service when it returned
 
@@ -193,25 +197,32 @@ class ServiceModel:
             self._rtt_weight = self._rtt_weight * _DECAY + 1
         queue = obs.queue or {}
         rtt = self._rtt_sum / self._rtt_weight if self._rtt_weight else 0.0
-        no_limit = queue.get(None, (0.0, obs.concurrency))
+        no_limit = queue.get(None, ((0.0, obs.concurrency),))[0]
         x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
         predicted = _dot(x, self._prior_theta(includes_rtt))
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
             self._ratio_weight = self._ratio_weight * _DECAY + 1
+        ridge: tuple[tuple[float, ...], tuple[float, ...]] | None = None
         for fit in self._fits:
             # What the engine spent on it if the server ran ``fit.slots`` at once: the time
-            # it would have queued (its FIFO place behind the requests sent before it) is
-            # not the engine's, and only the sequences holding a slot shared its decode.
-            fallback = (0.0, min(obs.concurrency, fit.slots or obs.concurrency))
-            wait, running = queue.get(fit.slots, fallback)
-            if not includes_rtt:
-                # The wait was timed on our clock, from sending to the response that freed
-                # the slot; at the server it began half a round trip after we sent and
-                # ended half a round trip before that response reached us.
-                wait = max(0.0, wait - rtt)
-            served = max(0.0, target - wait)
-            fit.add(float(obs.input_tokens), float(obs.output_tokens), running, served)
+            # it would have queued is not the engine's, and only the sequences holding a
+            # slot shared its decode. Where the readings of its queueing differ, the one
+            # nearer what this fit predicts for it wins.
+            fallback = ((0.0, min(obs.concurrency, fit.slots or obs.concurrency)),)
+            served: list[tuple[float, float]] = []
+            for wait, running in queue.get(fit.slots, fallback):
+                if not includes_rtt:
+                    # The wait was timed on our clock, from sending to the response that
+                    # freed the slot; at the server it began half a round trip after we
+                    # sent and ended half a round trip before that response reached us.
+                    wait = max(0.0, wait - rtt)
+                served.append((max(0.0, target - wait), running))
+            if len(served) > 1:
+                ridge = ridge or self._ridge()
+                theta = fit.solve(*ridge)
+                served.sort(key=lambda r: _misfit(theta, obs, r))
+            fit.add(float(obs.input_tokens), float(obs.output_tokens), served[0][1], served[0][0])
         self.observations += 1
         self._cached = None
         if obs.started is not None:
@@ -439,6 +450,18 @@ def _peak_overlap(episode: Sequence[tuple[float, float, int, int]]) -> int:
     return peak
 
 
+def _misfit(
+    theta: tuple[float, float, float, float], obs: Observation, reading: tuple[float, float]
+) -> float:
+    """How far a reading's served time is from what ``theta`` predicts for it (log ratio)."""
+    served, running = reading
+    x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (max(1.0, running) - 1))
+    predicted = _dot(x, theta)
+    if served <= 0 or predicted <= 0:
+        return math.inf
+    return abs(math.log(served / predicted))
+
+
 def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
     return sum(a * b for a, b in zip(x, theta, strict=True))
 
@@ -464,10 +487,16 @@ class InFlightMeter:
     """Requests in flight to one service, to tag each response with what it shared.
 
     For every candidate slot count S it also reconstructs a server that runs S at once and
-    admits the next request whenever one finishes: a response is taken to have held its
-    slot since the S-th response before it (or since it was sent, if later), and to have
-    shared the engine with min(in flight, S) sequences meanwhile. Which request a server
-    admits next is its own affair, so only the order of responses is used, not of sends.
+    admits the next request whenever one finishes, and reads off how long each request
+    queued there and how many sequences shared the engine with it once admitted. Two
+    readings of its admission are kept where they differ, and the model takes, per slot
+    count, the one its fit explains better:
+
+    * first come, first served (llama.cpp's slots and vLLM's scheduler): admitted once all
+      but S - 1 of the requests sent before it and still out then had returned. Misread
+      when requests sent within moments of each other reach the server in another order;
+    * by response order: admitted when the S-th response before its own returned. Misread
+      when lengths differ: a long request admitted first returns after short ones.
     """
 
     def __init__(self, slots: Iterable[int | None] = _SLOT_CANDIDATES) -> None:
@@ -475,8 +504,10 @@ class InFlightMeter:
         self._count = 0
         self._areas = [0.0] * len(self._caps)  # integral of min(count, cap) over time
         self._since = 0.0
-        self._flights: dict[int, tuple[float, tuple[float, ...]]] = {}
         self._sent = 0
+        # token -> (sent at, areas then, tokens sent before it and still out then)
+        self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...]]] = {}
+        self._returned: dict[int, tuple[float, tuple[float, ...]]] = {}  # token -> when, areas
         longest = max((cap for cap in self._caps if cap is not None), default=1)
         self._finished: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=longest)
 
@@ -495,26 +526,46 @@ class InFlightMeter:
         """Count a request in; returns the token to pass to :meth:`finish`."""
         self._advance(now)
         token = self._sent
-        self._flights[token] = (now, tuple(self._areas))
+        self._flights[token] = (now, tuple(self._areas), tuple(self._flights))
         self._sent += 1
         self._count += 1
         return token
 
-    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[float, float]]:
-        """Count a request out; returns, per slot count, (seconds it would have queued,
-        time-averaged sequences running beside it once admitted)."""
+    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[Reading, ...]]:
+        """Count a request out; returns, per slot count, its readings (first come, first
+        served first; one reading where both agree)."""
         self._advance(now)
-        started, start_areas = self._flights.pop(token)
+        started, start_areas, earlier = self._flights.pop(token)
         self._count -= 1
-        view: dict[int | None, tuple[float, float]] = {}
+        # When each request sent before it returned (inf: not yet), earliest first.
+        returns = sorted(
+            (self._returned.get(t, (math.inf, start_areas)) for t in earlier), key=lambda r: r[0]
+        )
+        view: dict[int | None, tuple[Reading, ...]] = {}
         for i, cap in enumerate(self._caps):
-            when, areas = started, start_areas
-            if cap is not None and len(self._finished) >= cap:
-                freed, freed_areas = self._finished[-cap]
-                if freed > started:
-                    when, areas = freed, freed_areas
-            served = now - when
-            running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
-            view[cap] = (when - started, running)
-        self._finished.append((now, tuple(self._areas)))
+            admissions = [(started, start_areas)]
+            if cap is not None:
+                first_come = returns[len(returns) - cap] if len(returns) >= cap else None
+                by_order = self._finished[-cap] if len(self._finished) >= cap else None
+                admissions = [
+                    (started, start_areas) if at is None or not started < at[0] < now else at
+                    for at in (first_come, by_order)
+                ]
+            readings: list[Reading] = []
+            for when, areas in admissions:
+                served = now - when
+                running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
+                if (when - started, running) not in readings:
+                    readings.append((when - started, running))
+            view[cap] = tuple(readings)
+        snapshot = (now, tuple(self._areas))
+        self._finished.append(snapshot)
+        self._returned[token] = snapshot
+        self._forget()
         return view
+
+    def _forget(self) -> None:
+        """Drop return times no request still in flight can ask for."""
+        if len(self._returned) > 2 * self._count + 64:
+            wanted = {t for _, _, earlier in self._flights.values() for t in earlier}
+            self._returned = {t: r for t, r in self._returned.items() if t in wanted}

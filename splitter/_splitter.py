@@ -8,24 +8,30 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import openai
 from pydantic import ValidationError
 
 from ._aggregate import Aggregator, BatchKey, batch_key
-from ._dag import Graph, build_graph
+from ._checkpoint import Checkpoint, FileRun, checked_questions, pending_questions
+from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
+from ._events import Emitter, EventHook, check_hook
 from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
+from ._map import DEFAULT_WINDOW, MappedAnswers, RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
+from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage, check_sendable
 from ._service_model import InFlightMeter, ServiceModel
 from ._stream import AnswerStream, Relay, StreamEvent
@@ -53,6 +59,10 @@ class Splitter:
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.OpenAI`` (a sync client is driven from
     worker threads). Without one, an ``AsyncOpenAI`` is built from the ``OPENAI_*``
     environment variables. Its own retries are switched off: splitter's retry layer decides.
+
+    ``on_event`` is called with every event of every batch this Splitter runs (its
+    ``aask_many``, ``aask``, ``aask_one`` and ``astream`` calls): a plain function for your
+    own telemetry; what it raises is logged and never touches an answer (docs/events.md).
     """
 
     def __init__(
@@ -61,9 +71,11 @@ class Splitter:
         *,
         policy: Policy | None = None,
         model: str | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         self.policy = policy if policy is not None else Policy()
         self.model = model
+        self.on_event = check_hook(on_event)
         self._client = client
         self._endpoints: dict[tuple[str, str], Endpoint] = {}
         self._aggregator: Aggregator | None = None  # made by the first aask_one that needs it
@@ -78,26 +90,48 @@ class Splitter:
         model: str | None = None,
         system: str | None = None,
         raise_on_error: bool = False,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> BatchResult:
         """Answer every question; answers come back in input order.
 
         Extra keywords (``temperature``, ``max_tokens``, ``extra_body``, ...) go to every
-        request as ``chat.completions.create`` takes them.
+        request as ``chat.completions.create`` takes them. ``on_event`` sees this call's
+        events (after the Splitter's own hook); ``progress=True`` shows a progress bar on
+        stderr for this call (needs the ``progress`` extra), or pass a :class:`Progress`
+        to follow several calls on one bar.
         """
         chosen_model = self._model(model)
         items = normalize_questions(questions, policy=self.policy, model=chosen_model)
         deps = build_graph(items)
         check_sendable(system, "system")
         spec = RequestSpec(chosen_model, system, self._params(params))
-        if not items:
-            return BatchResult(())
-        if self._client is not None:
-            result = await self._run(self._client, items, deps, spec)
-        else:
-            async with openai.AsyncOpenAI() as client:
-                result = await self._run(client, items, deps, spec)
+        hook = check_hook(on_event)
+        bar = _progress_bar(progress)
+        try:
+            events = Emitter((self.on_event, hook, bar))
+            events.started(len(items), chosen_model)
+            result = await self._run_with_client(items, deps, spec, events) if items else None
+            result = result if result is not None else BatchResult(())
+            events.finished(result)
+        finally:
+            if progress is True and bar is not None:
+                bar.close()
         return result.raise_for_errors() if raise_on_error else result
+
+    async def _run_with_client(
+        self,
+        items: list[Question],
+        deps: Graph,
+        spec: RequestSpec,
+        events: Emitter,
+        relay: Relay | None = None,
+    ) -> BatchResult:
+        if self._client is not None:
+            return await self._run(self._client, items, deps, spec, events, relay)
+        async with openai.AsyncOpenAI() as client:
+            return await self._run(client, items, deps, spec, events, relay)
 
     def ask_many(
         self,
@@ -106,14 +140,23 @@ class Splitter:
         model: str | None = None,
         system: str | None = None,
         raise_on_error: bool = False,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
         **params: Any,
     ) -> BatchResult:
-        """The sync twin of :meth:`aask_many`; also works inside a running event loop."""
+        """The sync twin of :meth:`aask_many`; also works inside a running event loop
+        (``on_event`` is then called on the helper thread that runs the batch)."""
         questions = list(questions) if not isinstance(questions, str) else questions
 
         async def call() -> BatchResult:
             return await self.aask_many(
-                questions, model=model, system=system, raise_on_error=raise_on_error, **params
+                questions,
+                model=model,
+                system=system,
+                raise_on_error=raise_on_error,
+                on_event=on_event,
+                progress=progress,
+                **params,
             )
 
         return run_sync(call)
@@ -322,16 +365,237 @@ class Splitter:
             self.astream(questions, ordered=ordered, model=model, system=system, **params)
         )
 
+    def amap(
+        self,
+        questions: Iterable[QuestionLike] | AsyncIterable[QuestionLike],
+        *,
+        window: int = DEFAULT_WINDOW,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
+        **params: Any,
+    ) -> MappedAnswers:
+        """Answer an input of any length, holding at most ``window`` questions at once.
+
+        ``async with splitter.amap(questions, model=...) as answers: async for answer in
+        answers``. ``questions`` is any iterable or async iterable (a generator, a file
+        being read), consumed lazily; questions read together are planned and sent as one
+        batch. Answers come in input order (``ordered=False``: as they finish), each with
+        its input position as ``Answer.index``. Items are checked as :meth:`aask_many`
+        checks them, when they are read; a bad item, or an error of the iterable itself,
+        stops the reading and is raised once everything read before it is answered.
+        Questions may not depend on each other here (``depends_on``, ``{answer:ID}``).
+        ``on_event`` and ``progress`` as in :meth:`aask_many`, over every batch (the events
+        name questions by input position). See docs/batch-files.md.
+        """
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise InvalidInputError(f"window must be a positive int, not {window!r}")
+        if isinstance(questions, str | bytes):
+            raise InvalidInputError("questions must be an iterable of questions, not a string")
+        if not isinstance(questions, Iterable | AsyncIterable):
+            raise InvalidInputError(
+                f"questions must be an iterable, not {type(questions).__name__}"
+            )
+        chosen_model = self._model(model)
+        check_sendable(system, "system")
+        spec = RequestSpec(chosen_model, system, self._params(params))
+        hook = check_hook(on_event)
+        bar = _progress_bar(progress)
+
+        def check(index: int, item: object) -> Question:
+            return _map_item(index, item, policy=self.policy, model=chosen_model)
+
+        batches = self._batches(spec, hook, bar, own_bar=progress is True)
+        return MappedAnswers(
+            questions, window=window, ordered=ordered, check=check, batches=batches
+        )
+
+    def map(
+        self,
+        questions: Iterable[QuestionLike],
+        *,
+        window: int = DEFAULT_WINDOW,
+        ordered: bool = True,
+        model: str | None = None,
+        system: str | None = None,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
+        **params: Any,
+    ) -> Generator[Answer, None, None]:
+        """The sync twin of :meth:`amap`: a generator of answers (the questions run on an
+        event loop in a helper thread, which also reads ``questions``; closing the
+        generator early cancels what is still running)."""
+        mapped = self.amap(
+            questions,
+            window=window,
+            ordered=ordered,
+            model=model,
+            system=system,
+            on_event=on_event,
+            progress=progress,
+            **params,
+        )
+        return iterate_sync(mapped)
+
+    async def arun_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
+        **params: Any,
+    ) -> FileRun:
+        """Answer a JSONL file of questions into a JSONL file of answers, resumably.
+
+        Input lines: ``{"id": ..., "question": ...}`` (plus ``expected_tokens``,
+        ``max_tokens``); the whole file is checked before any request. Each answer is
+        appended to ``out`` as ``{"id": ..., "answer": ..., "error": ...}`` when it
+        finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
+        Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
+        again (``retry_failed=False`` keeps their errors). Runs on :meth:`amap`, so memory
+        stays bounded by ``window``, plus the set of ids. ``progress=True``: a bar over
+        the whole file, starting at the ids done before. See docs/batch-files.md.
+        """
+        chosen_model = self._model(model)
+        source, target = Path(questions), Path(out)
+
+        def check(index: int, item: object) -> Question:
+            return _map_item(index, item, policy=self.policy, model=chosen_model)
+
+        ids = checked_questions(source, check)
+        checkpoint = Checkpoint(target, sync_every=sync_every, sync_seconds=sync_seconds)
+        done = checkpoint.resume(retry_failed=retry_failed)
+        total, skipped = len(ids), len(done & ids)
+        del ids
+        bar = _progress_bar(progress, total=total, initial=skipped)
+        answered = failed = 0
+        mapped = self.amap(
+            pending_questions(source, done),
+            window=window,
+            ordered=False,
+            model=chosen_model,
+            system=system,
+            on_event=on_event,
+            progress=bar or False,
+            **params,
+        )
+        with checkpoint, bar if progress is True and bar is not None else nullcontext():
+            async with mapped as answers:
+                async for answer in answers:
+                    checkpoint.write(answer)
+                    answered += answer.ok
+                    failed += not answer.ok
+        return FileRun(questions=total, skipped=skipped, answered=answered, failed=failed)
+
+    def run_file(
+        self,
+        questions: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        retry_failed: bool = True,
+        sync_every: int = 100,
+        sync_seconds: float = 1.0,
+        on_event: EventHook | None = None,
+        progress: bool | Progress = False,
+        **params: Any,
+    ) -> FileRun:
+        """The sync twin of :meth:`arun_file`."""
+
+        async def call() -> FileRun:
+            return await self.arun_file(
+                questions,
+                out,
+                model=model,
+                system=system,
+                window=window,
+                retry_failed=retry_failed,
+                sync_every=sync_every,
+                sync_seconds=sync_seconds,
+                on_event=on_event,
+                progress=progress,
+                **params,
+            )
+
+        return run_sync(call)
+
+    @asynccontextmanager
+    async def _batches(
+        self,
+        spec: RequestSpec,
+        hook: EventHook | None = None,
+        bar: Progress | None = None,
+        *,
+        own_bar: bool = False,
+    ) -> AsyncIterator[RunBatch]:
+        """How :meth:`amap` sends each batch: planned like :meth:`aask_many`'s questions,
+        every batch under one concurrency limit, its events told by input position. A bar
+        made for this map (``own_bar``) is closed with it."""
+        async with self._client_for() as client:
+            endpoint = self._endpoint(client, spec.model)
+            backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
+            limiter = endpoint.concurrency.limiter()
+            executor = Executor(backend, self.policy, endpoint, limiter=limiter)
+
+            async def run_batch(
+                items: list[Question], start: int, on_answer: Callable[[Answer], None]
+            ) -> BatchResult:
+                positions = range(start, start + len(items))
+                events = Emitter((self.on_event, hook, bar))
+                events.started(len(items), spec.model)
+                plan = self._plan(items, spec, endpoint)
+                events.planned(plan, 0, positions)
+
+                def arrive(answer: Answer) -> None:
+                    on_answer(answer)
+                    events.answer(answer, positions[answer.index])
+
+                result = await executor.run(
+                    items, plan, spec, on_answer=arrive, positions=positions, events=events
+                )
+                events.finished(result, positions)
+                return result
+
+            try:
+                yield run_batch
+            finally:
+                endpoint.concurrency.release(limiter)
+                if own_bar and bar is not None:
+                    bar.close()
+
+    @asynccontextmanager
+    async def _client_for(self) -> AsyncIterator[openai.AsyncOpenAI | openai.OpenAI]:
+        """The splitter's client, or one from the ``OPENAI_*`` variables while it is used."""
+        if self._client is not None:
+            yield self._client
+            return
+        async with openai.AsyncOpenAI() as client:
+            yield client
+
     def _stream(self, items: list[Question], spec: RequestSpec, *, ordered: bool) -> AnswerStream:
         deps = build_graph(items)
 
         async def produce(relay: Relay) -> BatchResult:
-            if not items:
-                return BatchResult(())
-            if self._client is not None:
-                return await self._run(self._client, items, deps, spec, relay)
-            async with openai.AsyncOpenAI() as client:
-                return await self._run(client, items, deps, spec, relay)
+            events = Emitter((self.on_event,))
+            events.started(len(items), spec.model)
+            result = (
+                await self._run_with_client(items, deps, spec, events, relay)
+                if items
+                else BatchResult(())
+            )
+            events.finished(result)
+            return result
 
         return AnswerStream(len(items), produce, ordered=ordered)
 
@@ -450,16 +714,20 @@ class Splitter:
         items: list[Question],
         deps: Graph,
         spec: RequestSpec,
+        events: Emitter,
         relay: Relay | None = None,
     ) -> BatchResult:
         endpoint = self._endpoint(client, spec.model)
         backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
         executor = Executor(backend, self.policy, endpoint)
-        to_relay = relay.answer if relay is not None else None
+        to_relay = _answers_to(relay, events)
         live = relay is not None and relay.ordered
         if not any(deps):
             plan = self._plan(items, spec, endpoint, first_alone=live)
-            return await executor.run(items, plan, spec, on_answer=to_relay, relay=relay)
+            events.planned(plan, 0)
+            return await executor.run(
+                items, plan, spec, on_answer=to_relay, relay=relay, events=events
+            )
 
         def plan_wave(wave: list[Question]) -> Plan:
             return self._plan(wave, spec, endpoint, first_alone=live)
@@ -471,7 +739,13 @@ class Splitter:
             positions: list[int],
         ) -> BatchResult:
             return await executor.run(
-                wave, wave_plan, spec, on_answer=on_answer, relay=relay, positions=positions
+                wave,
+                wave_plan,
+                spec,
+                on_answer=on_answer,
+                relay=relay,
+                positions=positions,
+                events=events,
             )
 
         return await run_graph(
@@ -481,6 +755,7 @@ class Splitter:
             execute=execute,
             deadline=self.policy.deadline,
             on_answer=to_relay,
+            events=events,
         )
 
     def _model(self, model: str | None) -> str:
@@ -525,6 +800,32 @@ class _Parts:
         )
 
 
+def _progress_bar(
+    progress: object, *, total: int | None = None, initial: int = 0
+) -> Progress | None:
+    """The bar ``progress=`` asks for: a new one for True, of ``total`` from ``initial``."""
+    if not isinstance(progress, bool | Progress):
+        raise InvalidInputError(
+            f"progress must be True, False or a splitter.Progress, not {type(progress).__name__}"
+        )
+    return Progress(total=total, initial=initial) if progress is True else progress or None
+
+
+def _answers_to(relay: Relay | None, events: Emitter) -> Callable[[Answer], None] | None:
+    """Where each final answer goes as it is known: the stream's relay and the events."""
+    if not events.detailed:
+        return relay.answer if relay is not None else None
+    if relay is None:
+        return events.answer
+    to_relay = relay.answer
+
+    def both(answer: Answer) -> None:
+        to_relay(answer)
+        events.answer(answer)
+
+    return both
+
+
 def _reassemble(decomposition: Decomposition, result: BatchResult) -> str:
     """The parts' answers under the prompt's own labels, in its order."""
     if decomposition.single:
@@ -547,13 +848,7 @@ def normalize_questions(
     items = [_to_question(i, item) for i, item in enumerate(questions)]
     seen: dict[str, int] = {}
     for i, q in enumerate(items):
-        tokens = count_tokens(q.text, model)
-        if tokens > policy.max_question_tokens:
-            raise InvalidInputError(
-                f"questions[{i}] is ~{tokens} tokens, over max_question_tokens="
-                f"{policy.max_question_tokens}",
-                index=i,
-            )
+        _check_size(i, q, policy, model)
         if q.id is not None:
             if q.id in seen:
                 raise InvalidInputError(
@@ -561,6 +856,31 @@ def normalize_questions(
                 )
             seen[q.id] = i
     return items
+
+
+def _check_size(index: int, question: Question, policy: Policy, model: str) -> None:
+    tokens = count_tokens(question.text, model)
+    if tokens > policy.max_question_tokens:
+        raise InvalidInputError(
+            f"questions[{index}] is ~{tokens} tokens, over max_question_tokens="
+            f"{policy.max_question_tokens}",
+            index=index,
+        )
+
+
+def _map_item(index: int, item: object, *, policy: Policy, model: str) -> Question:
+    """One item of :meth:`Splitter.amap`'s input, checked as ``aask_many`` checks it; a
+    question that depends on another is refused (map answers each on its own)."""
+    question = _to_question(index, item)
+    _check_size(index, question, policy, model)
+    refs = [*question.depends_on, *(m["ref"] for m in PLACEHOLDER.finditer(question.text))]
+    if refs:
+        raise InvalidInputError(
+            f"questions[{index}] depends on {refs[0]!r}: map answers every question on its own; "
+            "ask questions that depend on each other with aask_many",
+            index=index,
+        )
+    return question
 
 
 def _to_question(index: int, item: object) -> Question:
@@ -592,7 +912,8 @@ async def aask_many(
     policy: Policy | None = None,
     **kwargs: Any,
 ) -> BatchResult:
-    """Answer every question concurrently; see :meth:`Splitter.aask_many`."""
+    """Answer every question concurrently; see :meth:`Splitter.aask_many` (``on_event`` and
+    ``progress`` included)."""
     return await Splitter(client, policy=policy).aask_many(questions, model=model, **kwargs)
 
 

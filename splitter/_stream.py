@@ -65,12 +65,21 @@ class Relay:
     def ordered(self) -> bool:
         return self._ordered
 
+    def delivering(self, index: int) -> bool:
+        """Is ``index`` the question whose text goes out live now?"""
+        return self._ordered and index == self._next
+
     def committed(self, index: int) -> bool:
         """Has part of ``index``'s text been delivered? Then it must not be re-asked."""
         return index in self._shown
 
     def attempt(self, index: int) -> None:
         """A new attempt for ``index`` starts: what an earlier one left unshown is void."""
+        self.abandon(index)
+
+    def abandon(self, index: int) -> None:
+        """An attempt for ``index`` failed: what it buffered is void at once, so that its
+        turn, should it come before the next attempt, cannot deliver that text."""
         if index not in self._shown:
             self._buffers.pop(index, None)
 
@@ -162,7 +171,13 @@ class AnswerStream:
         if self._result is None:
             self._tg.cancel_scope.cancel()  # left early: nobody will read the rest
         self._receive.close()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
+            # A cancellation may be the task group's own (a task crashed): it decides.
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        # The reader's own error is not handed to the task group, which would wrap it in
+        # an ExceptionGroup: it goes on as raised, once the tasks have ended.
+        await self._tg.__aexit__(None, None, None)
+        return None
 
     async def _run(self, send: MemoryObjectSendStream[StreamEvent]) -> None:
         with send:

@@ -6,7 +6,7 @@ sync code) ``anyio.run`` would fail, so the call moves to a fresh worker thread 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
@@ -30,7 +30,9 @@ def run_sync(func: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(anyio.run, func).result()
 
 
-def iterate_sync(stream: AbstractAsyncContextManager[AsyncIterable[T]]) -> Iterator[T]:
+def iterate_sync(
+    stream: AbstractAsyncContextManager[AsyncIterable[T]],
+) -> Generator[T, None, None]:
     """Read an async stream (entered as a context manager) from synchronous code.
 
     The stream lives on an event loop in a helper thread (a blocking portal), so this works

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from ._dag import Graph, ancestors, critical_path, fill_in, question_ids
+from ._events import Emitter
 from ._exceptions import DeadlineExceededError, DependencyError
 from ._planner import Plan
 from ._questions import Answer, BatchResult, Question, RunStats
@@ -40,10 +41,12 @@ async def run_graph(
     execute: ExecuteFn,
     deadline: float | None,
     on_answer: Callable[[Answer], None] | None = None,
+    events: Emitter | None = None,
 ) -> BatchResult:
     """Answer ``questions`` in dependency order; ``on_answer`` sees each final answer
-    (those of questions never asked included) as soon as it is known."""
-    run = _GraphRun(questions, deps, plan, execute, on_answer)
+    (those of questions never asked included) as soon as it is known; ``events`` is told
+    each wave's plan."""
+    run = _GraphRun(questions, deps, plan, execute, on_answer, events)
     started = time.perf_counter()
     with anyio.move_on_after(deadline if deadline is not None else math.inf):
         async with anyio.create_task_group() as tg:
@@ -80,8 +83,10 @@ class _GraphRun:
         plan: PlanFn,
         execute: ExecuteFn,
         on_answer: Callable[[Answer], None] | None,
+        events: Emitter | None = None,
     ) -> None:
         self.questions = questions
+        self.events = events
         self.on_answer = on_answer
         self.deps = deps
         self.plan_fn = plan
@@ -121,6 +126,8 @@ class _GraphRun:
         ]
         plan = _critical_first(self.plan_fn(sent), [self.critical[i] for i in indexes])
         self.plans.append(plan)
+        if self.events is not None:
+            self.events.planned(plan, wave, indexes)
 
         def on_answer(answer: Answer) -> None:
             self._record(indexes[answer.index], answer, wave)

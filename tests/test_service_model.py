@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from splitter import Limits, Policy, ServicePrior, Splitter
-from splitter._service_model import InFlightMeter, Observation, ServiceModel
+from splitter._service_model import (
+    InFlightMeter,
+    Observation,
+    ServiceEstimate,
+    ServiceModel,
+    simulate,
+)
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
 
@@ -24,7 +30,7 @@ def burst(
                 input_tokens=20,
                 output_tokens=out,
                 latency=finishes[k],
-                concurrency=shared[None][1],
+                concurrency=shared[None][0][1],
                 queue=shared,
                 started=t0,
                 idle=meter.in_flight == 0,
@@ -38,9 +44,51 @@ def test_meter_replays_a_fifo_server_per_slot_count() -> None:
     meter = InFlightMeter((2,))
     tokens = [meter.start(0.0) for _ in range(6)]
     views = [meter.finish(token, 1.0 + k // 2) for k, token in enumerate(tokens)]
-    assert [v[2][0] for v in views] == [0, 0, 1, 1, 2, 2]
-    assert all(v[2][1] == pytest.approx(2.0) for v in views[:4])
-    assert [v[None][0] for v in views] == [0] * 6
+    assert [v[2] for v in views] == [((w, pytest.approx(2.0)),) for w in (0, 0, 1, 1, 2, 2)]
+    assert [[wait for wait, _ in v[None]] for v in views] == [[0]] * 6
+
+
+def test_meter_admits_first_come_first_served_with_mixed_lengths() -> None:
+    """A 2-slot server gets a 4 s request, then three 1 s ones: first come, first served,
+    the long one holds its slot from the start and the others queue 0, 1, 2 s. Counting back
+    two responses reads the long one as queued 2 s and the second short one as not queued:
+    both readings are kept where they differ."""
+    meter = InFlightMeter((2,))
+    long, *short = [meter.start(0.0) for _ in range(4)]
+    views = [meter.finish(token, 1.0 + k) for k, token in enumerate(short)]
+    assert [v[2][0][0] for v in views] == [0, 1, 2]
+    assert [v[2][-1][0] for v in views] == [0, 0, 1]  # by response order
+    first_come, by_order = meter.finish(long, 4.0)[2]
+    assert first_come == (0.0, pytest.approx(1.75))  # 7 s of 2 slots in 4 s
+    assert by_order == (2.0, pytest.approx(1.5))
+
+
+def test_a_long_merged_request_among_singles_leaves_the_slot_count_learned() -> None:
+    """A single answer, then bursts on a 5-slot engine each led by one merged request of
+    twice the length: the model still names 5 slots and the engine's own speed curve."""
+    truth = ServiceEstimate(rtt=0.0, ttft0=0.05, prefill_rate=400, tpot1=0.027, beta=0.42, slots=5)
+    model, meter = ServiceModel(), InFlightMeter()
+    for t0, outputs in ((0.0, [500]), (100.0, [1000] + [500] * 18), (300.0, [1000] + [500] * 18)):
+        n = len(outputs)
+        starts, finishes = simulate([40] * n, outputs, [0.0] * n, truth, 32)
+        tokens = [meter.start(t0 + s) for s in starts]
+        for k in sorted(range(n), key=lambda k: finishes[k]):
+            shared = meter.finish(tokens[k], t0 + finishes[k])
+            model.observe(
+                Observation(
+                    40,
+                    outputs[k],
+                    finishes[k] - starts[k],
+                    shared[None][0][1],
+                    queue=shared,
+                    started=t0 + starts[k],
+                    idle=meter.in_flight == 0,
+                )
+            )
+    learned = model.estimate()
+    assert learned.slots == 5
+    assert learned.tpot1 == pytest.approx(truth.tpot1, rel=0.1)
+    assert learned.beta == pytest.approx(truth.beta, rel=0.1)
 
 
 def test_a_queueing_server_is_recognised_by_its_waves() -> None:

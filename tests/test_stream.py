@@ -18,6 +18,7 @@ from splitter import (
     StreamInterruptedError,
 )
 from splitter.sim import Faults, SimService, answer_tag, serve
+from splitter.sim._faults import draw_fault, request_rng
 from splitter.testing import open_sim_client
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +59,23 @@ async def test_answers_stream_in_input_order_and_add_up_to_each_answer() -> None
     # buffered piece and then their done event.
     assert sum(1 for e in seen if e.index == 0 and e.delta) > 10
     assert all(r.stream for r in service.log)
+
+
+async def test_in_order_the_rest_are_sent_after_the_first_answers_first_token() -> None:
+    """The live answer's request goes alone until its first token (0.25 simulated seconds
+    of TTFT at least): sent beside it, the others' prefill would delay that token."""
+    scale = 0.02
+    service = SimService("gpt-4o-mini", time_scale=scale)
+    questions = [f"Part {k}? [len=30]" for k in range(4)]
+    async with (
+        open_sim_client(service) as client,
+        Splitter(client, policy=FANOUT).astream(questions, model="m") as events,
+    ):
+        seen = [event async for event in events]
+    assert_each_done_once_in_order(seen, 4)
+    arrived = {record.user_text: record.arrived for record in service.log}
+    head_start = min(arrived[q] for q in questions[1:]) - arrived[questions[0]]
+    assert head_start >= 0.25 * scale * 0.9
 
 
 async def test_unordered_yields_each_answer_whole_as_it_finishes() -> None:
@@ -106,10 +124,14 @@ async def test_dependent_questions_stream_after_what_they_need() -> None:
 
 
 async def test_a_broken_stream_not_yet_shown_is_retried_with_its_start_dropped() -> None:
-    # The first answer is long, so the short ones are still buffered when their truncated
-    # streams break: they are re-asked, and what the broken attempt had sent is discarded.
-    service = SimService("gpt-4o-mini", time_scale=0.01, faults=Faults(rate_truncate=0.4))
-    questions = ["Tell a long story. [len=400]"] + [f"Short {k}? [len=20]" for k in range(11)]
+    # The first answer is long (about 0.5 s real), so the short ones are still buffered
+    # when their truncated streams break: they are re-asked, and what the broken attempt
+    # had sent is discarded. The first answer's request goes first; a seed that leaves it
+    # whole keeps the others buffered (broken early, it would bring their turn sooner).
+    faults = Faults(rate_truncate=0.4)
+    seed = next(s for s in range(100) if draw_fault(faults, request_rng(s, 1)) is None)
+    service = SimService("gpt-4o-mini", time_scale=0.03, faults=faults, seed=seed)
+    questions = ["Tell a long story. [len=1200]"] + [f"Short {k}? [len=20]" for k in range(11)]
     policy = Policy(strategy="fanout", retry=RetryPolicy(initial_wait=0.01, jitter=0))
     async with open_sim_client(service) as client:
         async with Splitter(client, policy=policy).astream(questions, model="m") as events:
@@ -158,6 +180,22 @@ async def test_leaving_early_cancels_the_rest() -> None:
     assert event.index == 0
 
 
+async def test_an_error_raised_while_reading_comes_out_as_itself() -> None:
+    """The reader's own exception is not wrapped in an ExceptionGroup by the stream's tasks."""
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    questions = [f"Part {k}? [len=200]" for k in range(3)]
+
+    async def read(client: openai.AsyncOpenAI) -> None:
+        async with Splitter(client, policy=FANOUT).astream(questions, model="m") as events:
+            async for _ in events:
+                raise LookupError("reader gave up")
+
+    async with open_sim_client(service) as client:
+        with pytest.raises(LookupError, match="reader gave up"):
+            await read(client)
+    assert service.in_flight == 0
+
+
 async def test_iterating_without_async_with_reads_everything() -> None:
     service = SimService("gpt-4o-mini", time_scale=0.01)
     async with open_sim_client(service) as client:
@@ -187,3 +225,26 @@ def test_the_sync_twin_streams_through_a_sync_client() -> None:
     assert sum(1 for e in seen if e.index == 0 and e.delta) > 5
     assert texts_by_question(seen)[1].startswith(answer_tag(questions[1]))
     assert first.index == 0
+
+
+async def test_a_failed_attempts_buffer_is_never_shown_when_its_turn_comes_during_backoff() -> None:
+    """Both streams break: the first, live, ends with StreamInterruptedError, and so the
+    second's turn comes while it waits to retry. That turn must not deliver the broken
+    attempt's buffered text: the retry goes ahead and the caller gets exactly its answer
+    (regression: the stale buffer came out, which then refused the retry)."""
+    # Seed 1: requests 1 and 2 (each question's first attempt, in whichever order they
+    # arrive) are cut halfway; request 3 (the second question's retry) is clean. The second
+    # question breaks ~15 ms in, the first ~60 ms in, the retry goes ~500 ms in.
+    service = SimService("gpt-4o-mini", time_scale=0.05, faults=Faults(rate_truncate=0.5), seed=1)
+    questions = ["Long one. [len=200]", "Second one. [len=40]"]
+    policy = Policy(strategy="fanout", retry=RetryPolicy(initial_wait=0.5, jitter=0))
+    async with open_sim_client(service) as client:
+        async with Splitter(client, policy=policy).astream(questions, model="m") as events:
+            seen = [event async for event in events]
+        result = events.result
+    by_arrival = sorted(service.log, key=lambda r: r.arrived)
+    assert [r.error_code for r in by_arrival] == ["truncated", "truncated", None]
+    assert_each_done_once_in_order(seen, 2)
+    assert isinstance(result[0].error, StreamInterruptedError)
+    assert (result[1].error, result[1].attempts) == (None, 2)
+    assert texts_by_question(seen)[1] == result[1].text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._memory import MemoryBudget
-from ._protocol import Budget, Kind, Reservation
+from ._protocol import Budget, Kind, Reservation, WaitHook
 from ._snapshot import BudgetSnapshot
 
-__all__ = ["Budget", "BudgetSnapshot", "Kind", "MemoryBudget", "Reservation"]
+__all__ = ["Budget", "BudgetSnapshot", "Kind", "MemoryBudget", "Reservation", "WaitHook"]

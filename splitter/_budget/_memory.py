@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 
 from ._bucket import Bucket
-from ._protocol import Kind, Reservation
+from ._protocol import Kind, Reservation, WaitHook
 from ._snapshot import BudgetSnapshot
 
 __all__ = ["MemoryBudget"]
@@ -44,20 +44,25 @@ class MemoryBudget:
         for bucket in self.buckets.values():
             bucket.share = share
         self._shift = 0.0  # seconds every booked request has been moved back by 429s
+        self._limited: Kind = "requests"  # the limit the latest 429 named
 
-    async def acquire(self, tokens: int) -> Reservation:
+    async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation:
         now = self._clock()
         requests, token_bucket = self.buckets["requests"], self.buckets["tokens"]
-        delay = max(requests.wait(1, now), token_bucket.wait(tokens, now))
+        request_wait, token_wait = requests.wait(1, now), token_bucket.wait(tokens, now)
+        delay = max(request_wait, token_wait)
+        short: Kind = "requests" if request_wait >= token_wait else "tokens"
         requests.take(1, now)
         token_bucket.take(tokens, now)
         seen = self._shift
         try:
             # A 429 while we wait moves our turn back (see Bucket.block).
             while delay > 0:
+                if on_wait is not None:
+                    on_wait(delay, short)
                 await self._sleep(delay)
                 delay = max(self._shift - seen, self._blocked_for())
-                seen = self._shift
+                seen, short = self._shift, self._limited
         except BaseException:  # cancelled while waiting: the booking is returned
             requests.give(1, self._clock())
             token_bucket.give(tokens, self._clock())
@@ -86,6 +91,7 @@ class MemoryBudget:
 
     async def rate_limited(self, kind: Kind, retry_after: float | None) -> None:
         bucket = self.buckets[kind]
+        self._limited = kind
         if retry_after is None:
             retry_after = 1 / bucket.rate if bucket.rate else 1.0
         self._shift += bucket.block(retry_after, self._clock())

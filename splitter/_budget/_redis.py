@@ -27,7 +27,7 @@ from .._headers import parse_count, parse_duration
 from .._policy import Limits, SharedBudget, redacted_url
 from ._bucket import HEADROOM, RESERVE
 from ._memory import MemoryBudget
-from ._protocol import Kind, Reservation
+from ._protocol import Kind, Reservation, WaitHook
 from ._snapshot import BudgetSnapshot
 
 __all__ = ["RedisBudget"]
@@ -75,10 +75,12 @@ for i, k in ipairs({'requests', 'tokens'}) do
   if given and get(k, 'limit') == nil then set(k, 'limit', given); set(k, 'rate', given / 60) end
 end
 local tokens = tonumber(ARGV[4])
-local delay = math.max(wait('requests', 1), wait('tokens', tokens))
+local request_wait, token_wait = wait('requests', 1), wait('tokens', tokens)
+local short = 'requests'
+if token_wait > request_wait then short = 'tokens' end
 move('requests', -1); move('tokens', -tokens)
 touch()
-return {tostring(delay), tostring(get('all', 'shift') or 0)}
+return {tostring(math.max(request_wait, token_wait)), tostring(get('all', 'shift') or 0), short}
 """
 )
 
@@ -233,21 +235,24 @@ class RedisBudget:
 
     # -- the Budget protocol -------------------------------------------------------------
 
-    async def acquire(self, tokens: int) -> Reservation:
+    async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation:
         if not self._available():
-            return await self._local.acquire(tokens)
+            return await self._local.acquire(tokens, on_wait)
         try:
-            delay_s, shift_s = await self._eval(
+            delay_s, shift_s, short_s = await self._eval(
                 "acquire", tokens, _number(self._limits.rpm), _number(self._limits.tpm)
             )
             delay, seen = float(delay_s), float(shift_s)
+            short: Kind = "tokens" if short_s == "tokens" else "requests"
             while delay > 0:
+                if on_wait is not None:
+                    on_wait(delay, short)
                 await anyio.sleep(delay)
                 shift_s, blocked_s = await self._eval("state")
                 delay, seen = max(float(shift_s) - seen, float(blocked_s)), float(shift_s)
         except self._outage_errors as exc:
             self._outage(exc)
-            return await self._local.acquire(tokens)
+            return await self._local.acquire(tokens, on_wait)
         return Reservation(tokens)
 
     async def refund(self, reservation: Reservation, used_tokens: int) -> None:

@@ -188,3 +188,21 @@ async def test_a_limit_of_one_still_teaches_its_rate() -> None:
     budget = _budget(clock, burst=1.0)
     await budget.sync(_limit_headers(1, 0, "600ms"))  # a time-scaled "minute"
     assert budget.snapshot().requests_per_second == pytest.approx(1 / 0.6, rel=1e-3)
+
+
+async def test_a_wait_is_told_before_it_is_slept_with_the_limit_that_is_short() -> None:
+    """on_wait hears each sleep's length and which bucket is short: requests, then tokens."""
+    clock = Clock()
+    told: list[tuple[float, str]] = []
+
+    def on_wait(seconds: float, kind: str) -> None:
+        told.append((round(seconds, 6), kind))
+
+    by_requests = _budget(clock, rpm=60, tpm=60_000, burst=0.1)  # 6 requests at once
+    for _ in range(7):
+        await by_requests.acquire(1, on_wait)
+    by_tokens = _budget(clock, rpm=60_000, tpm=6000, burst=0.1)  # 600 tokens at once
+    await by_tokens.acquire(600, on_wait)
+    await by_tokens.acquire(300, on_wait)
+    assert [k for _, k in told] == ["requests", "tokens"]
+    assert [s for s, _ in told] == clock.slept

@@ -211,3 +211,26 @@ def test_killing_redis_mid_run_loses_no_question(redis_server: RedisServer) -> N
         sim.communicate(timeout=10)
     assert [r["answered"] for r in reports] == [150] * 4
     assert sum(r["fallback_warnings"] for r in reports) >= 1
+
+
+async def test_a_shared_wait_is_told_with_the_limit_that_is_short(
+    redis_server: RedisServer,
+) -> None:
+    """on_wait hears the wait the Lua script computed, and which bucket set it."""
+    told: list[tuple[float, str]] = []
+
+    def on_wait(seconds: float, kind: str) -> None:
+        told.append((seconds, kind))
+
+    by_tokens = _budget(redis_server, tpm=60_000)  # 1000 per second
+    await by_tokens.acquire(60_000, on_wait)
+    await by_tokens.acquire(100, on_wait)
+    assert [k for _, k in told] == ["tokens"]
+    assert 0.05 < told[0][0] < 0.2
+    shared = SharedBudget(url=redis_server.url, namespace="r")
+    by_requests = RedisBudget(
+        shared, fingerprint="r" * 24, limits=Limits(shared=shared, burst=1.0, rpm=60)
+    )
+    for _ in range(61):
+        await by_requests.acquire(1, on_wait)
+    assert [k for _, k in told] == ["tokens", "requests"]
