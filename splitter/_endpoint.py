@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._budget import Budget, BudgetSnapshot
 from ._budget._adaptive import AdaptiveConcurrency
 from ._budget._registry import shared_budget
 from ._estimate import OutputLengths
+from ._merge import MergeRecord
 from ._policy import Policy
 from ._service_model import InFlightMeter, ServiceModel
 
@@ -16,13 +17,15 @@ __all__ = ["Endpoint"]
 
 @dataclass(slots=True)
 class Endpoint:
-    """The learned service model, answer lengths, budget and concurrency for one endpoint."""
+    """The learned service model, answer lengths, merged-reply success, budget and
+    concurrency for one endpoint."""
 
     service: ServiceModel
     lengths: OutputLengths
     budget: Budget | None  # None: Limits(enforce=False)
     concurrency: AdaptiveConcurrency
     meter: InFlightMeter
+    merges: MergeRecord = field(default_factory=MergeRecord)
 
     @classmethod
     def for_policy(

@@ -274,6 +274,7 @@ class _Run:
             return
         parsed = parse_merged(outcome.text, prompt, truncated=outcome.finish_reason == "length")
         found = {group.indexes[k - 1]: text for k, text in parsed.answers.items()}
+        self.endpoint.merges.observe(len(group.indexes), len(found))
         for (index, text), usage in zip(
             found.items(), _usage_shares(outcome.usage, found), strict=True
         ):

@@ -20,13 +20,45 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["MergedPrompt", "ParsedAnswers", "build_merged_prompt", "parse_merged"]
+__all__ = [
+    "MergeRecord",
+    "MergedPrompt",
+    "ParsedAnswers",
+    "build_merged_prompt",
+    "parse_merged",
+]
 
 #: Extra input tokens a merged prompt costs: the instruction, plus a marker per item.
 INSTRUCTION_TOKENS = 60
 MARKER_TOKENS = 8
 
 Method = Literal["markers", "numbered", "headings", "json", "none"]
+_RECORD_DECAY = 0.9  # per merged reply: a few recent replies outweigh old ones
+_RECORD_PRIOR = 4.0  # answers' worth of assumed success before any merged reply is seen
+
+
+class MergeRecord:
+    """How reliably one endpoint's model answers merged requests in a readable form.
+
+    ``success`` is the share of merged answers read back (a prior of full success worth a
+    few answers, then decayed counts): a model that ignores the format (a small local model,
+    say) has every merged answer re-asked alone, which the planner prices in.
+    """
+
+    __slots__ = ("_asked", "_read")
+
+    def __init__(self) -> None:
+        self._asked = 0.0
+        self._read = 0.0
+
+    def observe(self, asked: int, read: int) -> None:
+        """One merged reply: ``asked`` answers in it, ``read`` of them parsed."""
+        self._asked = self._asked * _RECORD_DECAY + asked
+        self._read = self._read * _RECORD_DECAY + read
+
+    @property
+    def success(self) -> float:
+        return (self._read + _RECORD_PRIOR) / (self._asked + _RECORD_PRIOR)
 
 
 @dataclass(frozen=True, slots=True)

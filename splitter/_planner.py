@@ -131,11 +131,14 @@ def plan_wave(
     policy: Policy,
     preamble_tokens: int = 0,
     alone: int | None = None,
+    merge_success: float = 1.0,
 ) -> Plan:
     """Price the candidate plans for ``items`` and choose one by the policy's objective.
 
     ``alone`` is an item index that must have a request of its own in every candidate (the
     answer streamed live first: in a merged request it could only arrive whole, at the end).
+    ``merge_success`` is the share of merged answers this model gets read back; the rest
+    are re-asked alone after their merged request, which a merged group is charged for.
     """
     if not items:
         raise ValueError("nothing to plan")
@@ -143,9 +146,12 @@ def plan_wave(
     rest = [it for it in items if it.index != alone] if apart else list(items)
     longest_first = sorted(rest, key=lambda it: (-it.output_tokens, it.index))
     ahead = [_group(apart, 0, 1.0, preamble_tokens)] if apart else []
+    # A re-ask costs a round trip and a first token before its own answer: in tokens of
+    # decode time, that lead is (rtt + ttft0) / tpot1.
+    repair = _Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
     candidates = tuple(
         _price(
-            [*ahead, *_groups(longest_first, k, policy, preamble_tokens)],
+            [*ahead, *_groups(longest_first, k, policy, preamble_tokens, repair)],
             estimate,
             budget,
             concurrency,
@@ -183,7 +189,25 @@ def _candidate_ks(n: int, policy: Policy) -> list[int]:
     return sorted({math.ceil(n / size) for size in range(1, cap + 1)})
 
 
-def _groups(longest_first: list[PlanItem], k: int, policy: Policy, preamble: int) -> list[Group]:
+@dataclass(frozen=True, slots=True)
+class _Repair:
+    """What a merged answer not read back costs: it is re-asked alone after the reply."""
+
+    success: float = 1.0  # share of merged answers read back
+    lead: float = 0.0  # a re-ask's round trip and first token, in tokens of decode time
+
+    def tokens(self, members: Sequence[PlanItem]) -> int:
+        """As a rough price: the chance that any is re-asked, times the longest of them
+        (and the re-ask's lead) decoded once more."""
+        if self.success >= 1:
+            return 0
+        chance = 1 - self.success ** len(members)
+        return math.ceil(chance * (max(it.output_tokens for it in members) + self.lead))
+
+
+def _groups(
+    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
+) -> list[Group]:
     """k groups balanced by expected output: longest first onto the lightest open group."""
     if k == len(longest_first):
         return [
@@ -199,10 +223,12 @@ def _groups(longest_first: list[PlanItem], k: int, policy: Policy, preamble: int
         if len(members[g]) < cap:
             heapq.heappush(heap, (load + item.output_tokens, g))
     floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
-    return [_group(m, floor, margin, preamble) for m in members if m]
+    return [_group(m, floor, margin, preamble, repair) for m in members if m]
 
 
-def _group(members: list[PlanItem], floor: int, margin: float, preamble: int) -> Group:
+def _group(
+    members: list[PlanItem], floor: int, margin: float, preamble: int, repair: _Repair | None = None
+) -> Group:
     """One request for ``members``: merged when there are several, in their input order."""
     if len(members) == 1:
         (only,) = members
@@ -223,7 +249,7 @@ def _group(members: list[PlanItem], floor: int, margin: float, preamble: int) ->
     return Group(
         tuple(it.index for it in members),
         preamble + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
-        outputs + markers,
+        outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
     )
 

@@ -706,6 +706,7 @@ class Splitter:
             policy=self.policy,
             preamble_tokens=system,
             alone=plan_items[0].index if first_alone else None,
+            merge_success=endpoint.merges.success,
         )
 
     async def _run(

@@ -48,13 +48,19 @@ async def test_sloppy_merges_are_repaired_question_by_question() -> None:
     questions = [f"Sloppy question {i}?" for i in range(24)]
     policy = Policy(strategy="merge", merge=MergePolicy(max_per_request=4))
     async with open_sim_client(service) as client:
-        result = await Splitter(client, policy=policy).aask_many(questions, model="m")
+        splitter_ = Splitter(client, policy=policy)
+        result = await splitter_.aask_many(questions, model="m")
+        # What the planner will price merging with on this endpoint from now on.
+        record = splitter_._endpoint(client, "m").merges
     assert result.ok
     assert [a.question.text for a in result] == questions
     assert_answers_match(result)
     assert result.stats.repaired > 0
     assert {a.via for a in result} == {"merged", "repair"}
     assert sum(r.error_code in {"sloppy", "sloppy_format"} for r in service.log) >= 6
+    read_back = sum(a.via == "merged" for a in result) / len(questions)
+    assert record.success < 1
+    assert record.success == pytest.approx(read_back, abs=0.25)
 
 
 async def test_truncated_merge_re_asks_what_was_cut() -> None:

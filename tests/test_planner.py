@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 
 from splitter import MergePolicy, Policy, Weighted
 from splitter._budget import BudgetSnapshot
-from splitter._planner import PlanItem, plan_wave
+from splitter._merge import MergeRecord
+from splitter._planner import Plan, PlanItem, plan_wave
 from splitter._service_model import ServiceEstimate
 
 GPU = ServiceEstimate(rtt=0.06, ttft0=0.25, prefill_rate=20000, tpot1=0.012, beta=0.02)
@@ -67,6 +69,41 @@ def test_long_rtt_and_short_answers_merge_under_a_concurrency_limit() -> None:
     assert plan.chosen.k == 2
     fanout = max(plan.candidates, key=lambda c: c.k)
     assert fanout.latency > 3 * plan.chosen.latency
+
+
+def test_a_model_that_garbles_merged_replies_is_not_merged_for() -> None:
+    """Eight 50-token answers over 4 connections, 300 ms away: pairs in one wave beat two
+    waves of singles, until merged answers are seldom read back; then each pair would be
+    followed by its re-asks, and fan-out wins."""
+    near = dataclasses.replace(GPU, rtt=0.3)
+
+    def plan(success: float) -> Plan:
+        return plan_wave(
+            _items(*[50] * 8),
+            estimate=near,
+            budget=AMPLE,
+            concurrency=4,
+            policy=Policy(),
+            merge_success=success,
+        )
+
+    trusted, garbled = plan(1.0), plan(0.5)
+    assert trusted.chosen.k == 4
+    assert garbled.chosen.k == 8
+    # The pairs are priced with their likely re-asks, not just made more expensive.
+    pairs = next(c for c in garbled.candidates if c.k == 4)
+    assert pairs.latency > next(c for c in trusted.candidates if c.k == 4).latency
+
+
+def test_merge_record_starts_trusting_and_follows_recent_replies() -> None:
+    record = MergeRecord()
+    assert record.success == 1.0
+    for _ in range(3):
+        record.observe(asked=4, read=0)
+    assert record.success < 0.4
+    for _ in range(30):
+        record.observe(asked=4, read=4)
+    assert record.success > 0.9
 
 
 def test_mixed_lengths_under_a_concurrency_limit_balance_k_groups() -> None:
