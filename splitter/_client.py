@@ -54,7 +54,7 @@ from openai.types.responses import Response
 from . import _gate as gate
 from ._decompose import Decomposition, decompose
 from ._policy import Policy
-from ._questions import Answer, CompoundAnswer
+from ._questions import Answer, CompoundAnswer, Usage
 from ._splitter import Splitter, _Parts
 from ._stream import AnswerStream
 from ._sync import iterate_sync, run_sync
@@ -292,8 +292,19 @@ def _single_completion(answer: Answer, model: str) -> ChatCompletion:
     if answer.error is not None:
         cause = answer.error.__cause__
         raise cause if isinstance(cause, openai.OpenAIError) else answer.error
-    usage = answer.usage
     finish = "stop" if answer.via == "merged" else (answer.finish_reason or "stop")
+    return _chat_completion(answer, answer.text, answer.usage, finish, model)
+
+
+def _completion(answer: CompoundAnswer, model: str) -> ChatCompletion:
+    finish = "stop" if answer.ok else "length"
+    return _chat_completion(answer, answer.text, answer.usage, finish, model)
+
+
+def _chat_completion(
+    details: Answer | CompoundAnswer, text: str | None, usage: Usage, finish: str, model: str
+) -> ChatCompletion:
+    """One assistant message as a ``ChatCompletion``, with splitter's ``details`` on it."""
     completion = ChatCompletion(
         id=f"splitter-{uuid.uuid4().hex}",
         object="chat.completion",
@@ -303,31 +314,7 @@ def _single_completion(answer: Answer, model: str) -> ChatCompletion:
             Choice(
                 index=0,
                 finish_reason=finish,  # type: ignore[arg-type]
-                message=ChatCompletionMessage(role="assistant", content=answer.text),
-            )
-        ],
-        usage=CompletionUsage(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-        ),
-    )
-    object.__setattr__(completion, DETAILS_ATTRIBUTE, answer)
-    return completion
-
-
-def _completion(answer: CompoundAnswer, model: str) -> ChatCompletion:
-    usage = answer.usage
-    completion = ChatCompletion(
-        id=f"splitter-{uuid.uuid4().hex}",
-        object="chat.completion",
-        created=int(time.time()),
-        model=model,
-        choices=[
-            Choice(
-                index=0,
-                finish_reason="stop" if answer.ok else "length",
-                message=ChatCompletionMessage(role="assistant", content=answer.text),
+                message=ChatCompletionMessage(role="assistant", content=text),
             )
         ],
         usage=CompletionUsage(
@@ -337,7 +324,7 @@ def _completion(answer: CompoundAnswer, model: str) -> ChatCompletion:
         ),
     )
     # Not a pydantic field: it stays out of model_dump() / to_json() and cannot collide.
-    object.__setattr__(completion, DETAILS_ATTRIBUTE, answer)
+    object.__setattr__(completion, DETAILS_ATTRIBUTE, details)
     return completion
 
 
