@@ -462,6 +462,10 @@ def _misfit(
     return abs(math.log(served / predicted))
 
 
+def _first(pair: tuple[float, tuple[float, ...]]) -> float:
+    return pair[0]
+
+
 def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
     return sum(a * b for a, b in zip(x, theta, strict=True))
 
@@ -537,15 +541,17 @@ class InFlightMeter:
         self._advance(now)
         started, start_areas, earlier = self._flights.pop(token)
         self._count -= 1
-        # When each request sent before it returned (inf: not yet), earliest first.
-        returns = sorted(
-            (self._returned.get(t, (math.inf, start_areas)) for t in earlier), key=lambda r: r[0]
-        )
+        # When the requests sent before it returned, earliest first; those still out
+        # return later than any of these.
+        returned = self._returned
+        returns = sorted((returned[t] for t in earlier if t in returned), key=_first)
         view: dict[int | None, tuple[Reading, ...]] = {}
         for i, cap in enumerate(self._caps):
             admissions = [(started, start_areas)]
             if cap is not None:
-                first_come = returns[len(returns) - cap] if len(returns) >= cap else None
+                # Admitted once all but cap - 1 of those ahead had returned.
+                k = len(earlier) - cap
+                first_come = returns[k] if 0 <= k < len(returns) else None
                 by_order = self._finished[-cap] if len(self._finished) >= cap else None
                 admissions = [
                     (started, start_areas) if at is None or not started < at[0] < now else at
