@@ -22,6 +22,7 @@ openai's and the HTTP library's exceptions are translated in exactly one place
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -80,9 +81,12 @@ class APIStatusError(APIError):
         code: str | None = None,
         type: str | None = None,
         retry_after: float | None = None,
+        rate_headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message, request_id=request_id)
         self.status_code = status_code
+        #: The response's ``x-ratelimit-*`` headers (the budget reads them on errors too).
+        self.rate_headers: Mapping[str, str] = rate_headers or {}
         self.code = code
         #: The error body's type; for a 429, which limit ran out ("requests" or "tokens").
         self.type = type

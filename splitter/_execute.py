@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,8 @@ from typing import Any
 import anyio
 from tenacity import RetryCallState
 
-from ._budget import Kind
+from . import _clock
+from ._budget import Budget, Kind, Reservation
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
 from ._events import (
@@ -34,9 +34,12 @@ from ._events import (
     status_of,
 )
 from ._exceptions import (
+    APIConnectionError,
+    APIStatusError,
     APITimeoutError,
     BudgetError,
     DeadlineExceededError,
+    QuotaExceededError,
     RateLimitError,
     ServerError,
     SplitterError,
@@ -48,13 +51,21 @@ from ._openai import Completion, OpenAIBackend
 from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
-from ._retry import retrying
+from ._retry import is_retryable, retrying
 from ._service_model import Observation, Reading
 from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]
 
 _OVERLOADED = frozenset({503, 529})  # the service says it is overloaded: send less at once
+# Failures every request of the batch would meet: a bad key, no access, no such model.
+_BATCH_WIDE_STATUS = frozenset({401, 403, 404})
+# A merged request the service refused for its content: alone, its questions may pass.
+_CONTENT_STATUS = frozenset({400, 413, 422})
+
+
+class _Stopped(Exception):
+    """The batch met an error every request would meet: nothing more is sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +113,10 @@ class Executor:
         backend: OpenAIBackend,
         policy: Policy,
         endpoint: Endpoint,
-        *,
-        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
-        """``limiter``: one concurrency limit shared by every batch this executor runs (the
-        caller attaches it to the endpoint's adaptive limit and releases it); without one,
-        each batch takes its own."""
         self._backend = backend
         self._policy = policy
         self._endpoint = endpoint
-        self._limiter = limiter
 
     async def run(
         self,
@@ -128,33 +133,29 @@ class Executor:
         question's final answer only). With a ``relay``, questions asked alone are streamed
         into it, as question ``positions[i]`` (default: ``i``). ``events`` is the batch's
         emitter: its request events name questions by ``positions`` too."""
-        started = time.perf_counter()
+        started = _clock.now()
         where = positions if positions is not None else range(len(questions))
         run = _Run(self, questions, spec, plan, on_answer, where, events)
         if relay is not None:
             run.stream_to(relay, where)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
-        try:
-            with anyio.move_on_after(deadline):
-                async with anyio.create_task_group() as tg:
-                    # Each request takes its slot (and then its budget) only after the one
-                    # before it in the plan has, so the order the planner chose (longest or
-                    # most-awaited first) holds on any event loop, trio's included.
-                    turns = _Turns()
-                    for ticket, group in enumerate(plan.chosen.groups):
-                        if group.merged:
-                            tg.start_soon(run.merged, group, _Started(turns, ticket))
-                        else:
-                            place = _Started(turns, ticket)
-                            tg.start_soon(run.single, group.indexes[0], "single", place)
-        finally:
-            if self._limiter is None:
-                self._endpoint.concurrency.release(run.limiter)
+        with anyio.move_on_after(deadline):
+            async with anyio.create_task_group() as tg:
+                # Each request takes its slot (and then its budget) only after the one
+                # before it in the plan has, so the order the planner chose (longest or
+                # most-awaited first) holds on any event loop, trio's included.
+                turns = _Turns()
+                for ticket, group in enumerate(plan.chosen.groups):
+                    if group.merged:
+                        tg.start_soon(run.merged, group, _Started(turns, ticket))
+                    else:
+                        place = _Started(turns, ticket)
+                        tg.start_soon(run.single, group.indexes[0], "single", place)
         answers = tuple(
             answer or Answer(i, questions[i], None, error=_deadline_error(self._policy))
             for i, answer in enumerate(run.slots)
         )
-        wall = time.perf_counter() - started
+        wall = _clock.now() - started
         stats = RunStats(
             wall_time=wall,
             requests=run.counters.requests,
@@ -191,7 +192,10 @@ class _Run:
         # round trip on the hot path for a shared budget.
         self.token_capacity = plan.budget.token_capacity
         self.slots: list[Answer | None] = [None] * len(questions)
-        self.limiter = executor._limiter or self.endpoint.concurrency.limiter()
+        self.limiter = self.endpoint.concurrency
+        self.budget: Budget | None = self.endpoint.budget if self.policy.limits.enforce else None
+        self.fatal: SplitterError | None = None  # met by one request, it stops the batch
+        self.base_url = executor._backend.base_url
         self.counters = _Counters()
         self.on_answer = on_answer
         self.relay: Relay | None = None
@@ -270,7 +274,12 @@ class _Run:
                 self.spec.messages(prompt.text), params, reserve, started, asks=group.indexes
             )
         if isinstance(outcome, SplitterError):
-            await self._repair(group.indexes)  # e.g. a context-length 400: alone, they may pass
+            if self.fatal is None and _alone_may_pass(outcome):
+                await self._repair(group.indexes)
+                return
+            for index in group.indexes:
+                error = self.fatal or outcome
+                self._store(Answer(index, self.questions[index], None, error=error, via="merged"))
             return
         parsed = parse_merged(outcome.text, prompt, truncated=outcome.finish_reason == "length")
         found = {group.indexes[k - 1]: text for k, text in parsed.answers.items()}
@@ -337,6 +346,9 @@ class _Run:
                         messages, params, reserve, started, streamed, (request, attempts)
                     )
                     return completion, attempts
+        except _Stopped:
+            assert self.fatal is not None
+            return self.fatal, attempts
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
@@ -383,7 +395,9 @@ class _Run:
                 f"the stream of questions[{shown}] broke off after part of its answer was "
                 "delivered; it is not re-asked"
             )
-        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        if self.fatal is not None:
+            raise _Stopped
+        budget, concurrency = self.budget, self.endpoint.concurrency
         # The slot is held only while a request is out or about to go, never across a
         # backoff. Taking it before the budget means that while the limits are still
         # unknown, only one slot-full of requests goes out before the headers teach them.
@@ -399,29 +413,63 @@ class _Run:
             request, attempt = told
             on_wait = None if request is None else functools.partial(self._rate_wait, request)
             reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
+            if self.fatal is not None:
+                raise _Stopped  # met by another request while this one waited
             self.counters.requests += 1
             if request is not None:
                 self._request_started(request, attempt, reserve)
-            sent_at = time.perf_counter()
+            sent_at = _clock.now()
             token = self.endpoint.meter.start(sent_at)
             try:
                 completion = await self._checked_call(messages, params, streamed)
             except BaseException as exc:
                 if request is not None:
                     self._request_finished(request, attempt, sent_at, error=exc)
+                await self._failed(exc, budget, reservation)
                 raise
             finally:
-                shared = self.endpoint.meter.finish(token, time.perf_counter())
+                shared = self.endpoint.meter.finish(token, _clock.now())
         finally:
             self.limiter.release()
+        self.endpoint.answered = True
         if request is not None:
             self._request_finished(request, attempt, sent_at, usage=completion.usage)
         concurrency.on_success()
         if budget is not None and reservation is not None:
-            await budget.refund(reservation, completion.usage.total_tokens)
-            await budget.sync(completion.headers)
+            used = completion.usage.total_tokens
+            await budget.settle(reservation, completion.headers, used_tokens=used)
         self._learn(completion, shared, sent_at)
         return completion
+
+    async def _failed(
+        self, exc: BaseException, budget: Budget | None, reservation: Reservation | None
+    ) -> None:
+        """Tell the budget what a failed attempt's response said; stop the batch on an
+        error every request would meet."""
+        if isinstance(exc, APIStatusError):
+            self.endpoint.answered = True
+            if budget is not None and reservation is not None:
+                limited: Kind | None = None
+                if isinstance(exc, RateLimitError) and not isinstance(exc, QuotaExceededError):
+                    limited = "tokens" if exc.type == "tokens" else "requests"
+                await budget.settle(
+                    reservation, exc.rate_headers, limited=limited, retry_after=exc.retry_after
+                )
+            if isinstance(exc, QuotaExceededError) or exc.status_code in _BATCH_WIDE_STATUS:
+                self._stop(exc)
+        elif isinstance(exc, APIConnectionError) and not self.endpoint.answered:
+            self._stop(
+                APIConnectionError(
+                    f"{self.base_url} has never answered ({exc}); check the base URL and that "
+                    "the server is up (connection errors are retried only once an endpoint "
+                    "has answered)"
+                )
+            )
+
+    def _stop(self, error: SplitterError) -> None:
+        if self.fatal is None:
+            self.fatal = error
+        raise _Stopped from error
 
     async def _checked_call(
         self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
@@ -429,19 +477,16 @@ class _Run:
         """The call under the policy's timeout; overload and 429s told to the concurrency
         limit and the budget."""
         timeout = self.policy.timeout if self.policy.timeout is not None else math.inf
-        budget, concurrency = self.endpoint.budget, self.endpoint.concurrency
+        concurrency = self.endpoint.concurrency
         try:
             with anyio.fail_after(timeout):
                 return await self._call(messages, params, streamed)
         except TimeoutError as exc:
             concurrency.on_overload()
             raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
-        except RateLimitError as exc:
+        except RateLimitError:
+            # The budget learns the rate; fewer requests in flight would not send slower.
             self.counters.rate_limited += 1
-            concurrency.on_overload()
-            if budget is not None:
-                kind: Kind = "tokens" if exc.type == "tokens" else "requests"
-                await budget.rate_limited(kind, exc.retry_after)
             raise
         except ServerError as exc:
             if exc.status_code in _OVERLOADED:
@@ -485,7 +530,7 @@ class _Run:
                 request=request.number,
                 indexes=request.indexes,
                 attempt=attempt,
-                latency=time.perf_counter() - sent_at,
+                latency=_clock.now() - sent_at,
                 usage=usage if usage is not None else Usage(),
                 error=None if error is None else error_kind(error),
                 status_code=status_of(error),
@@ -495,9 +540,7 @@ class _Run:
     async def _take_slot(self) -> None:
         """A concurrency slot; without yielding to the event loop when one is free, so the
         next request in the plan's order can take its turn at once."""
-        try:
-            self.limiter.acquire_nowait()
-        except anyio.WouldBlock:
+        if not self.limiter.try_acquire():
             await self.limiter.acquire()
 
     def _shown(self, streamed: int | None) -> int | None:
@@ -638,6 +681,13 @@ def _apportion(total: int, weights: Sequence[float]) -> list[int]:
     for i in by_remainder[: total - sum(shares)]:
         shares[i] += 1
     return shares
+
+
+def _alone_may_pass(error: SplitterError) -> bool:
+    """A merged request failed: may its questions, asked alone, still be answered?"""
+    if isinstance(error, APIStatusError) and not is_retryable(error):
+        return error.status_code in _CONTENT_STATUS  # e.g. too long together
+    return True
 
 
 def _deadline_error(policy: Policy) -> DeadlineExceededError:

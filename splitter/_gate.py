@@ -20,7 +20,7 @@ import openai
 from ._budget import Kind
 from ._endpoint import Endpoint
 from ._estimate import count_tokens
-from ._exceptions import RateLimitError, SplitterError
+from ._exceptions import APIStatusError, QuotaExceededError, RateLimitError, SplitterError
 from ._openai import translate_error
 from ._policy import RetryPolicy
 from ._retry import retrying
@@ -78,27 +78,38 @@ async def send(
 async def _attempt(
     call: Callable[[Any], Awaitable[T]], options: Any, endpoint: Endpoint | None, reserve: int
 ) -> T:
-    budget = endpoint.budget if endpoint is not None else None
-    reservation = await budget.acquire(reserve) if budget is not None else None
-    once = options.model_copy()
-    once.max_retries = 0
-    _headers.set(None)
+    budget = endpoint.budget if endpoint is not None and endpoint.limits.enforce else None
+    slots = endpoint.concurrency if endpoint is not None else None
+    if slots is not None:
+        await slots.acquire()
     try:
-        result = await call(once)
-    except openai.OpenAIError as exc:
-        error = translate_error(exc)
-        if isinstance(error, RateLimitError) and budget is not None:
-            kind: Kind = "tokens" if error.type == "tokens" else "requests"
-            await budget.rate_limited(kind, error.retry_after)
-        raise error from exc
+        reservation = await budget.acquire(reserve) if budget is not None else None
+        once = options.model_copy()
+        once.max_retries = 0
+        _headers.set(None)
+        try:
+            result = await call(once)
+        except openai.OpenAIError as exc:
+            error = translate_error(exc)
+            if isinstance(error, APIStatusError) and budget is not None and reservation:
+                limited: Kind | None = None
+                if isinstance(error, RateLimitError) and not isinstance(error, QuotaExceededError):
+                    limited = "tokens" if error.type == "tokens" else "requests"
+                await budget.settle(
+                    reservation, error.rate_headers, limited=limited, retry_after=error.retry_after
+                )
+            raise error from exc
+    finally:
+        if slots is not None:
+            slots.release()
     if budget is not None and reservation is not None:
         usage = getattr(result, "usage", None)
         used = getattr(usage, "total_tokens", None)
         # A stream's usage is not known yet: its whole reservation stays spent.
-        await budget.refund(reservation, used if isinstance(used, int) else reserve)
-        headers = _headers.get()
-        if headers is not None:
-            await budget.sync(headers)
+        headers = _headers.get() or {}
+        await budget.settle(
+            reservation, headers, used_tokens=used if isinstance(used, int) else None
+        )
     return result
 
 

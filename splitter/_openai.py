@@ -235,6 +235,11 @@ def _reduce(
     )
 
 
+def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The ``x-ratelimit-*`` headers of a response (all the budget reads)."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ratelimit-")}
+
+
 def translate_error(exc: openai.OpenAIError) -> APIError:
     """Map an openai exception to splitter's tree (the caller chains it with ``from``)."""
     if isinstance(exc, openai.APITimeoutError):
@@ -254,6 +259,7 @@ def _status_error(exc: openai.APIStatusError) -> APIStatusError:
         "code": code,
         "type": exc.type if isinstance(exc.type, str) else None,
         "retry_after": parse_retry_after(exc.response.headers),
+        "rate_headers": rate_headers(exc.response.headers),
     }
     message = f"{status} from the service: {exc.message}"
     if status == 429:

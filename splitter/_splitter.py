@@ -21,7 +21,7 @@ from ._aggregate import Aggregator, BatchKey, batch_key
 from ._checkpoint import Checkpoint, FileRun, checked_questions, pending_questions
 from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, endpoint_for
 from ._estimate import count_tokens
 from ._events import Emitter, EventHook, check_hook
 from ._exceptions import InvalidInputError
@@ -545,8 +545,7 @@ class Splitter:
         async with self._client_for() as client:
             endpoint = self._endpoint(client, spec.model)
             backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
-            limiter = endpoint.concurrency.limiter()
-            executor = Executor(backend, self.policy, endpoint, limiter=limiter)
+            executor = Executor(backend, self.policy, endpoint)
 
             async def run_batch(
                 items: list[Question], start: int, on_answer: Callable[[Answer], None]
@@ -570,7 +569,6 @@ class Splitter:
             try:
                 yield run_batch
             finally:
-                endpoint.concurrency.release(limiter)
                 if own_bar and bar is not None:
                     bar.close()
 
@@ -669,7 +667,7 @@ class Splitter:
         key = (base_url, model)
         if key not in self._endpoints:
             api_key = client.api_key if client is not None else os.environ.get("OPENAI_API_KEY")
-            self._endpoints[key] = Endpoint.for_policy(
+            self._endpoints[key] = endpoint_for(
                 self.policy, base_url=base_url, api_key=api_key, model=model
             )
         return self._endpoints[key]

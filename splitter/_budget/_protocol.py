@@ -1,4 +1,4 @@
-"""What every rate-limit budget offers the executor and the planner."""
+"""What every rate-limit budget offers the executor, the wrapper's gate and the planner."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ._account import Ticket
 from ._snapshot import BudgetSnapshot
 
 __all__ = ["Budget", "Kind", "Reservation", "WaitHook"]
@@ -20,24 +21,35 @@ class Reservation:
     """What one request took from the budget: 1 request and its input + max_tokens."""
 
     tokens: int
+    ticket: Ticket
 
 
 class Budget(Protocol):
     """A shared account of what the service will accept.
 
-    ``acquire`` waits until one request and ``tokens`` tokens may be spent (paced, never a
-    whole window at once), ``refund`` returns what the request did not use, ``sync`` reads
-    the service's own ``x-ratelimit-*`` account, and ``rate_limited`` pauses the bucket a
-    429 named until the service's reset. ``on_wait``, if given, is told each time
-    ``acquire`` is about to sleep (for events and progress; it must not block).
+    The steps, in order, for every request (splitter's own and the wrapper's alike):
+    ``acquire`` waits until the request may go and books it; ``settle`` tells the budget
+    how it went: the response's headers (which teach the limits), the tokens it really
+    used (the rest is given back), or, for a 429, which limit refused it and the
+    retry-after. ``on_wait``, if given, is told each time ``acquire`` is about to sleep
+    (for events and progress; it must not block). No call blocks the event loop.
     """
 
     async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation: ...
 
-    async def refund(self, reservation: Reservation, used_tokens: int) -> None: ...
+    async def settle(
+        self,
+        reservation: Reservation,
+        headers: Mapping[str, str],
+        *,
+        used_tokens: int | None = None,
+        limited: Kind | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """``limited``: the request was answered 429 for that limit. ``used_tokens``: what
+        a successful request used (None: keep the whole booking)."""
 
-    async def sync(self, headers: Mapping[str, str]) -> None: ...
-
-    async def rate_limited(self, kind: Kind, retry_after: float | None) -> None: ...
+    def state_limits(self, *, rpm: int | None, tpm: int | None, burst: float) -> None:
+        """Limits the user stated (per minute); the stricter of two statements holds."""
 
     def snapshot(self) -> BudgetSnapshot: ...

@@ -1,0 +1,436 @@
+"""What the service will accept now, learned from any limiter: pure state, no I/O.
+
+One :class:`Account` per endpoint holds, for requests and for tokens, a :class:`Limit`:
+
+* **The service's own word** (``x-ratelimit-{limit,remaining,reset}-*``), taken as what it
+  says whatever the window's length: ``remaining`` can go now (less what we sent after
+  the request that reading answered), and capacity is back at ``reset``. What comes back
+  at a reset is learned, not assumed: a service whose ``remaining`` rises inside a window
+  refills continuously (a token bucket: OpenAI), so it refills at the rate its ``reset``
+  implies; one that is full again after a reset is a fixed window; for anything else a
+  reset lets one request through to read the new state (a sliding log frees one slot at a
+  time).
+* **A pacer** (a GCRA bucket) at a stated limit (``Limits(rpm=...)``) or at a rate
+  learned from 429s. Without any rate headers (nginx ``limit_req``), or when a 429 comes
+  while the headers said there was room (Azure's 10-second sub-windows), the request rate
+  is found by a search between the slowest rate that drew a 429 and the fastest one
+  sustained without one (a geometric bisection; the AWS SDKs' adaptive mode and TCP's
+  congestion control do the same with other curves).
+* **Slow start**: while nothing at all is known, sends open like TCP's slow start, in
+  waves of 1, 2, 4, ... requests :data:`SLOW_START_STEP` apart, so a cold process never
+  sends a wave the service has not shown it can take; the first rate headers, stated
+  limit or 429 ends it.
+
+Times are seconds on one clock (the caller's); amounts are requests or tokens. The state is
+plain data (:meth:`Account.dump` / :meth:`Account.load`) so a Redis budget can keep it for
+many processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._headers import parse_count, parse_duration
+
+__all__ = ["SLOW_START_STEP", "Account", "Limit", "Ticket"]
+
+Kind = Literal["requests", "tokens"]
+KINDS: tuple[Kind, Kind] = ("requests", "tokens")
+
+HEADROOM = 0.97  # a stated or reset-implied rate is spent at this fraction
+SLOW_START_STEP = 0.1  # seconds between slow-start waves: a rejection comes back within it
+_SLOW_START_END = 10  # waves; by then 1,023 requests could have gone: nothing left to slow
+_SUSTAIN_SECONDS = 1.5  # a rate held this long without a 429 is known to be sustainable
+_SUSTAIN_REQUESTS = 5
+_CLOSE_ENOUGH = 1.12  # stop probing when the fastest good rate is this close to a bad one
+_REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
+_HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
+_RESET_ROUNDING = 0.0005
+_RECENT_SENDS = 8
+
+
+@dataclass(slots=True)
+class Ticket:
+    """What one request took: when, how much, and the running totals it was counted in."""
+
+    at: float
+    tokens: float
+    marks: dict[str, float]  # per kind: everything booked up to and including this request
+
+
+@dataclass(slots=True)
+class Limit:
+    """One dimension (requests or tokens) of the service's limit."""
+
+    stated: float | None = None  # per minute, as the user stated it
+    burst: float = 1.0  # fraction of a stated minute that may go at once
+    booked: float = 0.0  # everything this account has sent, ever
+    # The service's last word: remaining at the reading, counted after `mark` was booked.
+    limit: float | None = None
+    remaining: float | None = None
+    read_at: float = 0.0
+    reset_at: float = 0.0  # when capacity is back, at the latest (read on receipt)
+    reset_lo: float = 0.0  # ... at the earliest (read as if made when the request left)
+    mark: float = 0.0
+    refill: float | None = None  # continuous refill seen (a token bucket), per second
+    refill_low: float = 0.0
+    refill_high: float = math.inf
+    full_at_reset: bool = False  # after a reset the window was whole again (fixed window)
+    rolled: bool = False  # the reset passed; this reading is our own assumption
+    # A stated limit's pacer: a GCRA bucket.
+    level: float = 0.0
+    at: float = 0.0
+
+    # -- the service's word -------------------------------------------------------------
+
+    def room(self, now: float) -> float:
+        """What may go now by the service's last word (inf when it has said nothing)."""
+        if self.remaining is None or self.limit is None:
+            return math.inf
+        self._roll(now)
+        have = self.remaining
+        if self.refill is not None:
+            have = min(self.limit, have + self.refill * HEADROOM * max(0.0, now - self.read_at))
+        return have - (self.booked - self.mark)
+
+    def room_wait(self, amount: float, now: float) -> float:
+        """Seconds until the service's word lets ``amount`` go (0: now; inf: never alone)."""
+        room = self.room(now)
+        need = min(amount, self.limit or amount)  # larger than the whole limit: goes when full
+        if room >= need:
+            return 0.0
+        if self.refill:
+            return (need - room) / (self.refill * HEADROOM)
+        return max(0.0, self.reset_at - now) if self.reset_at > now else math.inf
+
+    def _roll(self, now: float) -> None:
+        """The reset passed with no newer reading: what is back is what was learned."""
+        if self.refill is not None or now < self.reset_at or self.limit is None:
+            return
+        if self.full_at_reset:
+            # A whole window is back; its end is read from the next response.
+            self.remaining, self.read_at, self.reset_at = self.limit, self.reset_at, math.inf
+        else:
+            # One request may go to read the new state (a sliding log frees a slot at a time).
+            self.remaining, self.read_at, self.reset_at = 1.0, now, math.inf
+        self.mark, self.rolled = self.booked, True
+
+    def read(
+        self,
+        limit: float | None,
+        remaining: float,
+        reset: float | None,
+        mark: float,
+        sent_at: float,
+        now: float,
+    ) -> None:
+        """Take one reading, made by the service between ``sent_at`` and ``now`` when it
+        counted the booking ``mark``."""
+        limit = max(self.limit or 0.0, limit or remaining + 1)
+        lo = sent_at + reset if reset is not None else math.inf
+        hi = now + reset if reset is not None else math.inf
+        if self.remaining is None or (not self.rolled and sent_at >= self.reset_lo):
+            # The first reading, or one from a window after the last one's: all news.
+            self._adopt(limit, remaining, mark, now)
+            self.reset_lo, self.reset_at = lo, hi
+        else:
+            trusted = False
+            if self.rolled:
+                # After a probe only one request was out: its reading is the news. After a
+                # whole window came back, many were, and responses overtake each other.
+                trusted = not self.full_at_reset
+                self.full_at_reset = remaining + (mark - self.mark) >= limit - 1
+                self.reset_lo, self.reset_at, self.rolled = lo, hi, False
+            elif self.refill is None and lo > self.reset_at + 0.01:
+                self.refill = 0.0  # the reset moved later as we spent: a token bucket
+            else:
+                self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
+            # Inside one window a reading may be older than what we know (responses
+            # overtake each other): only one that leaves less room is taken.
+            if trusted or remaining - (self.booked - mark) < self.room(now):
+                self._adopt(limit, remaining, mark, now)
+        if self.refill is not None and reset:
+            self._learn_refill(limit, remaining, reset)
+
+    def _adopt(self, limit: float, remaining: float, mark: float, now: float) -> None:
+        self.limit, self.remaining, self.mark, self.read_at = limit, remaining, mark, now
+        self.rolled = False
+
+    def _learn_refill(self, limit: float, remaining: float, reset: float) -> None:
+        """A token bucket's reset is the time to refill to ``limit``: it bounds the rate.
+
+        ``remaining`` is rounded down and the reading comes after our request was counted,
+        so the true deficit lies in [max(1, d - 1), d]; the bounds of every reading are
+        intersected and the lower one is used, so rounding can never make us overtake.
+        """
+        deficit = limit - remaining
+        if deficit < 1:
+            return
+        low = max(1.0, deficit - 1) / (reset + _RESET_ROUNDING)
+        high = deficit / max(reset - _RESET_ROUNDING, 1e-9) if remaining >= 1 else math.inf
+        if low > self.refill_high or high < self.refill_low:
+            self.refill_low, self.refill_high = low, high
+        else:
+            self.refill_low = max(self.refill_low, low)
+            self.refill_high = min(self.refill_high, high)
+        self.refill = self.refill_low
+
+    # -- a stated limit's pacer -----------------------------------------------------------
+
+    @property
+    def pace(self) -> float | None:
+        return self.stated / 60 * HEADROOM if self.stated else None
+
+    def capacity(self) -> float:
+        return max(1.0, (self.stated or 0.0) * self.burst)
+
+    def pacer_level(self, now: float) -> float:
+        pace = self.pace
+        if pace is None:
+            return math.inf
+        return min(self.capacity(), self.level + max(0.0, now - self.at) * pace)
+
+    def pacer_wait(self, amount: float, now: float) -> float:
+        pace = self.pace
+        if pace is None:
+            return 0.0
+        short = min(amount, self.capacity()) - self.pacer_level(now)
+        return short / pace if short > 0 else 0.0
+
+    def take(self, amount: float, now: float) -> None:
+        self.booked += amount
+        if self.pace is not None:
+            self.level, self.at = self.pacer_level(now) - amount, now
+
+    def give(self, amount: float, now: float) -> None:
+        if self.pace is not None:
+            self.level, self.at = min(self.capacity(), self.pacer_level(now) + amount), now
+
+
+@dataclass(slots=True)
+class Probe:
+    """The request rate learned from 429s where no header tells it (a geometric search)."""
+
+    rate: float | None = None  # pace now (None: no 429 seen; unpaced)
+    low: float = 0.0  # fastest rate sustained without a 429
+    high: float = math.inf  # slowest rate that drew a 429
+    since: float = 0.0  # when the rate last changed
+    count: int = 0  # requests sent at this rate since then
+    cut_at: float = -math.inf
+    tat: float = -math.inf  # GCRA: the theoretical time of the next send
+    sends: list[float] = field(default_factory=list)
+
+    def wait(self, now: float) -> float:
+        return 0.0 if self.rate is None else max(0.0, self.tat - now)
+
+    def take(self, now: float) -> None:
+        self.sends = [*self.sends[-(_RECENT_SENDS - 1) :], now]
+        if self.rate is None:
+            return
+        # No catching up after a late send: a leaky bucket with no burst counts spacing.
+        self.tat = max(self.tat, now) + 1 / self.rate
+        self.count += 1
+
+    def accepted(self, now: float) -> None:
+        if self.rate is None or now - self.since < _SUSTAIN_SECONDS:
+            return
+        if self.count < _SUSTAIN_REQUESTS:
+            return
+        self.low = max(self.low, self.rate)
+        if self.high / self.low > _CLOSE_ENOUGH:
+            self._set(math.sqrt(self.low * self.high), now)
+        elif now - self.since >= _REPROBE_AFTER:
+            self.high = self.high * 1.1  # the limit may have grown: look a little higher
+            self._set(math.sqrt(self.low * self.high), now)
+
+    def rejected(self, sent_at: float, now: float, *, first_guess: float) -> None:
+        """A 429 for a request sent at ``sent_at``."""
+        if sent_at < self.cut_at:
+            return  # sent before the last cut: the same overload, already answered
+        sends = [t for t in self.sends if t <= sent_at]
+        span = sends[-1] - sends[0] if sends else 0.0
+        measured = (len(sends) - 1) / span if span > 0 else math.inf
+        too_fast = min(measured, self.rate if self.rate is not None else math.inf)
+        if math.isinf(too_fast):
+            too_fast = first_guess
+        self.high = min(self.high, too_fast)
+        if self.low >= self.high:
+            self.low = self.high / 2  # what looked sustained was a burst allowance
+        rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high / 2
+        self._set(rate, now)
+        self.cut_at = now
+        self.tat = now + 1 / rate
+
+    def _set(self, rate: float, now: float) -> None:
+        self.rate, self.since, self.count = rate, now, 0
+
+
+@dataclass(slots=True)
+class Account:
+    """Both limits of one endpoint, the 429 probe, and when a 429 said to hold off."""
+
+    requests: Limit = field(default_factory=Limit)
+    tokens: Limit = field(default_factory=Limit)
+    probe: Probe = field(default_factory=Probe)
+    blocked_until: float = 0.0
+    started: float | None = None  # the first send (slow start counts from it)
+    sent: int = 0
+    evidence: bool = False  # any rate header, stated limit or 429 seen
+
+    @classmethod
+    def new(cls, *, rpm: int | None, tpm: int | None, burst: float, now: float) -> Account:
+        account = cls()
+        account.state(rpm=rpm, tpm=tpm, burst=burst, now=now)
+        return account
+
+    def limit(self, kind: Kind) -> Limit:
+        return self.requests if kind == "requests" else self.tokens
+
+    def state(self, *, rpm: int | None, tpm: int | None, burst: float, now: float) -> None:
+        """Stated limits (per minute): the pacer starts with one request's room, not a
+        burst, and tokens with a full ``burst`` share."""
+        for limit, stated in ((self.requests, rpm), (self.tokens, tpm)):
+            if stated is None or stated == limit.stated:
+                continue
+            first = limit.stated is None
+            limit.stated, limit.burst = float(stated), burst
+            if first:
+                start = 1.0 if limit is self.requests else limit.capacity()
+                limit.level, limit.at = start, now
+        self.evidence = self.evidence or rpm is not None or tpm is not None
+
+    # -- booking --------------------------------------------------------------------------
+
+    def wait(self, tokens: float, now: float) -> tuple[float, Kind]:
+        """Seconds until one request of ``tokens`` may go, and the limit that is short."""
+        waits: list[tuple[float, Kind]] = [
+            (max(0.0, self.blocked_until - now), "requests"),
+            (self._slow_start_wait(now), "requests"),
+            (self.probe.wait(now), "requests"),
+            (self.requests.room_wait(1, now), "requests"),
+            (self.requests.pacer_wait(1, now), "requests"),
+            (self.tokens.room_wait(tokens, now), "tokens"),
+            (self.tokens.pacer_wait(tokens, now), "tokens"),
+        ]
+        return max(waits, key=lambda w: w[0])
+
+    def take(self, tokens: float, now: float) -> Ticket:
+        self.requests.take(1, now)
+        self.tokens.take(tokens, now)
+        self.probe.take(now)
+        if self.started is None:
+            self.started = now
+        self.sent += 1
+        marks = {"requests": self.requests.booked, "tokens": self.tokens.booked}
+        return Ticket(now, tokens, marks)
+
+    def give(self, ticket: Ticket, tokens: float, now: float) -> None:
+        """Return ``tokens`` of a request's booking (what it did not use, or all of it)."""
+        self.tokens.give(tokens, now)
+
+    def _slow_start_wait(self, now: float) -> float:
+        if self.evidence or self.started is None:
+            return 0.0
+        wave = max(0, math.ceil(math.log2(self.sent + 2)) - 1)  # request n goes in wave k
+        if wave >= _SLOW_START_END:
+            return 0.0
+        return max(0.0, self.started + wave * SLOW_START_STEP - now)
+
+    # -- what the service said ------------------------------------------------------------
+
+    def accepted(self, ticket: Ticket, headers: Mapping[str, str], now: float) -> None:
+        """A response that was not a 429, with its headers (maybe none)."""
+        self._read(ticket, headers, now)
+        self.probe.accepted(now)
+
+    def rejected(
+        self,
+        ticket: Ticket,
+        kind: Kind,
+        retry_after: float | None,
+        headers: Mapping[str, str],
+        now: float,
+    ) -> None:
+        """A 429 for ``ticket``'s request."""
+        self.evidence = True
+        self._read(ticket, headers, now)
+        if retry_after is not None:
+            self.blocked_until = max(self.blocked_until, now + retry_after)
+        said = self.limit(kind).remaining
+        need = 1.0 if kind == "requests" else ticket.tokens
+        if said is None or said >= need:
+            # No header explains it (nginx), or they still show room (Azure's sub-windows):
+            # a limit they do not tell, to be found from the 429s.
+            guess = 1 / _HIDDEN_BACKOFF if said is not None else 1 / SLOW_START_STEP
+            self.probe.rejected(ticket.at, now, first_guess=guess)
+
+    def _read(self, ticket: Ticket, headers: Mapping[str, str], now: float) -> bool:
+        """Take the ``x-ratelimit-*`` headers; True if they told anything."""
+        told = False
+        for kind in KINDS:
+            remaining = parse_count(headers.get(f"x-ratelimit-remaining-{kind}"))
+            if remaining is None:
+                continue
+            limit = parse_count(headers.get(f"x-ratelimit-limit-{kind}"))
+            reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
+            self.limit(kind).read(limit, remaining, reset, ticket.marks[kind], ticket.at, now)
+            told = self.evidence = True
+        return told
+
+    def snapshot_values(self, now: float) -> dict[str, float | None]:
+        """Room now and refill per second of each limit, for the planner."""
+        out: dict[str, float | None] = {}
+        for kind in KINDS:
+            limit = self.limit(kind)
+            room = min(limit.room(now), limit.pacer_level(now))
+            rate = limit.refill or limit.pace
+            if kind == "requests" and self.probe.rate is not None:
+                rate = min(rate or math.inf, self.probe.rate)
+                room = min(room, 1.0)
+            if rate is None and limit.remaining is not None and limit.reset_at > now:
+                rate = (limit.limit or 0) / max(limit.reset_at - limit.read_at, 1e-3)
+            out[f"remaining_{kind}"] = None if math.isinf(room) else max(room, 0.0)
+            out[f"{kind}_per_second"] = rate
+        cap = self.tokens.limit or (self.tokens.capacity() if self.tokens.stated else None)
+        out["token_capacity"] = cap
+        return out
+
+    # -- persistence --------------------------------------------------------------------
+
+    def dump(self) -> dict[str, Any]:
+        plain: dict[str, Any] = _plain(dataclasses.asdict(self))
+        return plain
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> Account:
+        return cls(
+            requests=Limit(**_floats(data["requests"])),
+            tokens=Limit(**_floats(data["tokens"])),
+            probe=Probe(**_floats(data["probe"])),
+            **{k: _number(v) for k, v in data.items() if k not in ("requests", "tokens", "probe")},
+        )
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: infinities as strings."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _number(value: Any) -> Any:
+    return float(value) if value in ("inf", "-inf") else value
+
+
+def _floats(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: [_number(x) for x in v] if isinstance(v, list) else _number(v) for k, v in data.items()
+    }
