@@ -412,7 +412,7 @@ def plot(results: list[CellResult], path: Path) -> None:
         rejected = [t for t, status in sim if status == 429]
         ax.plot(rejected, [0] * len(rejected), "rx", markersize=4, label="429")
         ax.set_title(f"{r.name}: {r.sent} requests, {r.rejected} answered 429")
-        ax.set_xlabel("simulated seconds since the first request" if r.scale != 1 else "seconds")
+        ax.set_xlabel("simulated seconds since the batch began" if r.scale != 1 else "seconds")
         ax.set_ylabel("requests / s")
         ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
