@@ -7,10 +7,12 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
+
+from pydantic import ValidationError
 
 from splitter.sim._faults import Faults
-from splitter.sim._limits import SimLimits
+from splitter.sim._limits import LimiterKind, SimLimits
 from splitter.sim._profiles import PROFILES
 from splitter.sim._server import serve
 from splitter.sim._service import SimService
@@ -28,8 +30,36 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--profile", default="gpt-4o-mini", choices=sorted(PROFILES))
     parser.add_argument("--time-scale", type=float, default=1.0, help="real seconds per sim second")
-    parser.add_argument("--rpm", type=int, default=None, help="requests per minute")
-    parser.add_argument("--tpm", type=int, default=None, help="tokens per minute")
+    parser.add_argument(
+        "--limiter",
+        default="token_bucket",
+        choices=get_args(LimiterKind),
+        help="how the rate limits count (default: OpenAI's per-minute token bucket)",
+    )
+    parser.add_argument("--rpm", type=int, default=None, help="token_bucket, azure: requests/min")
+    parser.add_argument("--tpm", type=int, default=None, help="token_bucket, azure: tokens/min")
+    parser.add_argument("--limit", type=int, default=None, help="window kinds: requests/window")
+    parser.add_argument("--window", type=float, default=None, help="window kinds: sim seconds")
+    parser.add_argument("--rate", type=float, default=None, help="leaky_bucket: requests/second")
+    parser.add_argument("--burst", type=int, default=None, help="leaky_bucket: nginx's burst=")
+    parser.add_argument(
+        "--rate-headers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send x-ratelimit-* headers (default: as the limiter kind does)",
+    )
+    parser.add_argument(
+        "--retry-after-header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="put retry-after(-ms) on a 429 (default: as the limiter kind does)",
+    )
+    parser.add_argument(
+        "--count-rejected",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a 429 counts against the limit too (default: only for token_bucket)",
+    )
     parser.add_argument("--answer-tokens", type=int, default=50, help="default answer length")
     parser.add_argument("--seed", type=int, default=0)
     for name in _FAULTS:
@@ -39,17 +69,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _service(args: argparse.Namespace) -> SimService:
+def _limits(args: argparse.Namespace) -> SimLimits:
+    """The ``SimLimits`` the options name; options left out keep the kind's defaults."""
+    given = {
+        "rpm": args.rpm,
+        "tpm": args.tpm,
+        "limit": args.limit,
+        "window": args.window,
+        "rate": args.rate,
+        "burst": args.burst,
+        "headers": args.rate_headers,
+        "retry_after": args.retry_after_header,
+        "count_rejected": args.count_rejected,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    return SimLimits.model_validate({"kind": args.limiter, **fields})
+
+
+def _service(args: argparse.Namespace, limits: SimLimits) -> SimService:
     rates = {f"rate_{name}": getattr(args, f"fault_{name}") for name in _FAULTS}
     faults = Faults(**rates, stall_seconds=args.stall_seconds, retry_after=args.retry_after)
     return SimService(
         args.profile,
         time_scale=args.time_scale,
-        limits=SimLimits(rpm=args.rpm, tpm=args.tpm),
+        limits=limits,
         faults=faults,
         default_answer_tokens=args.answer_tokens,
         seed=args.seed,
     )
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -58,8 +111,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, serve, and block until interrupted (SIGINT or SIGTERM)."""
-    args = _parser().parse_args(argv)
-    service = _service(args)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        limits = _limits(args)
+    except ValidationError as exc:
+        parser.error(f"--limiter {args.limiter}: {_first_error(exc)}")
+    service = _service(args, limits)
     signal.signal(signal.SIGTERM, _interrupt)  # terminate() shuts down as cleanly as Ctrl-C
     with serve(service, host=args.host, port=args.port) as url:
         print(f"splitter.sim serving {service.profile.name} at {url}", flush=True)

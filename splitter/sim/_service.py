@@ -70,6 +70,11 @@ _instances = itertools.count(1)
 _JSON = ("content-type", "application/json")
 _SSE = ("content-type", "text/event-stream; charset=utf-8")
 _CLIENT_GONE = 499  # nginx's code for "client closed request"
+_NGINX_429 = (
+    b"<html>\r\n<head><title>429 Too Many Requests</title></head>\r\n<body>\r\n"
+    b"<center><h1>429 Too Many Requests</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    b"</body>\r\n</html>\r\n"
+)
 _FAULT_ERRORS: dict[FaultKind, tuple[int, str, str | None, str]] = {
     FaultKind.QUOTA: (
         429,
@@ -349,7 +354,7 @@ class SimService:
             ("x-request-id", call.request_id),
             ("openai-processing-ms", str(processing_ms)),
             ("openai-version", "2020-10-01"),
-            *self._limiter.headers(self.time_scale),
+            *self._limiter.headers(self.time_scale, self._engine.now()),
         ]
 
     # -- endpoints ------------------------------------------------------------------------
@@ -391,9 +396,16 @@ class SimService:
 
     def _rate_limited(self, call: _Call, verdict: Admission, model: str, cost: int) -> SimResponse:
         kind = verdict.limit or "requests"
+        real = verdict.retry_after * self.time_scale
+        retry = _retry_headers(real) if self.limits.sends_retry_after else []
+        if self.limits.kind == "leaky_bucket":  # nginx answers itself, with its HTML page
+            call.status, call.error_code = 429, "rate_limit_exceeded"
+            return SimResponse(429, [("content-type", "text/html"), *retry], _NGINX_429)
+        if self.limits.kind != "token_bucket":
+            message = _limiter_message(self.limits, kind, real if retry else None)
+            return self._error(call, 429, message, kind, code="rate_limit_exceeded", headers=retry)
         limit = self.limits.rpm if kind == "requests" else self.limits.tpm
         unit = "RPM" if kind == "requests" else "TPM"
-        real = verdict.retry_after * self.time_scale
         where = f"for {model} in organization org-splitter-sim on {kind} per min ({unit})"
         if verdict.too_large:
             message = f"Request too large {where}: Limit {limit}, Requested {cost}."
@@ -401,9 +413,7 @@ class SimService:
         message = (
             f"Rate limit reached {where}: Limit {limit}. Please try again in {format_reset(real)}."
         )
-        return self._error(
-            call, 429, message, kind, code="rate_limit_exceeded", headers=_retry_headers(real)
-        )
+        return self._error(call, 429, message, kind, code="rate_limit_exceeded", headers=retry)
 
     def _fault_error(self, call: _Call, fault: FaultKind) -> SimResponse:
         if fault is FaultKind.RATE_LIMIT:
@@ -563,6 +573,25 @@ def _openai_path(path: str) -> str:
     as the OpenAI path they stand for (``/v1/chat/completions``)."""
     azure = _AZURE_PATH.match(path)
     return f"/v1{azure.group(1)}" if azure else path
+
+
+def _limiter_message(limits: SimLimits, kind: str, real_wait: float | None) -> str:
+    """The 429 message of a limiter that is not OpenAI's (its wait, when it tells it)."""
+    if limits.kind == "azure":
+        # Azure OpenAI's wording; "call rate limit" for requests, "token rate limit" for tokens.
+        which = "call" if kind == "requests" else "token"
+        after = (
+            ""
+            if real_wait is None
+            else f" Please retry after {max(1, math.ceil(real_wait))} seconds."
+        )
+        return (
+            "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+            f"2024-10-21 have exceeded {which} rate limit of your current OpenAI S0 pricing tier."
+            f"{after}"
+        )
+    after = "" if real_wait is None else f" Please try again in {format_reset(real_wait)}."
+    return f"Rate limit exceeded: {limits.limit} requests per {limits.window:g} s.{after}"
 
 
 def _retry_headers(real_seconds: float) -> list[tuple[str, str]]:
