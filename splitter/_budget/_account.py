@@ -146,7 +146,12 @@ class Limit:
                 self.full_at_reset = remaining + (mark - self.mark) >= limit - 1
                 self.reset_lo, self.reset_at, self.rolled = lo, hi, False
             elif self.refill is None and lo > self.reset_at + 0.01:
-                self.refill = 0.0  # the reset moved later as we spent: a token bucket
+                # The reset moved later as we spent: a token bucket. The reading before
+                # this one bounds its rate too.
+                self.refill = 0.0
+                if self.remaining is not None and self.limit is not None:
+                    before = self.reset_at - self.read_at
+                    self._learn_refill(self.limit, self.remaining, before)
             else:
                 self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
             # Inside one window a reading may be older than what we know (responses

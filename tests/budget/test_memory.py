@@ -1,19 +1,26 @@
-"""The in-memory budget, driven by a hand-moved clock."""
+"""The in-memory budget, driven by a hand-moved clock: how it learns any limiter."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
-from splitter._budget import MemoryBudget
+from splitter._budget import MemoryBudget, Reservation
+from splitter._budget._account import SLOW_START_STEP, Account
 
 pytestmark = pytest.mark.anyio
+
+START = 100.0
+PACE = 0.97  # a stated rate is spent a little under the service's
 
 
 class Clock:
     """A clock that only moves when something sleeps on it."""
 
     def __init__(self) -> None:
-        self.now = 100.0
+        self.now = START
         self.slept: list[float] = []
 
     def __call__(self) -> float:
@@ -28,126 +35,12 @@ def _budget(clock: Clock, **kwargs: int | float) -> MemoryBudget:
     return MemoryBudget(clock=clock, sleep=clock.sleep, **kwargs)  # type: ignore[arg-type]
 
 
-async def test_unknown_limits_never_wait() -> None:
-    """With no limit given or read, acquire is free and the snapshot knows nothing."""
-    clock = Clock()
-    budget = _budget(clock)
-    for _ in range(1000):
-        await budget.acquire(10_000)
-    assert clock.slept == []
-    assert budget.snapshot().remaining_requests is None
+async def _sent_at(budget: MemoryBudget, clock: Clock, tokens: int = 1) -> float:
+    await budget.acquire(tokens)
+    return round(clock.now - START, 6)
 
 
-PACE = 0.97  # we spend a little under the service's refill rate
-
-
-async def test_requests_are_paced_not_burst() -> None:
-    """RPM 60 with a 1/6 burst: 10 go at once, then about one per second, in order."""
-    clock = Clock()
-    budget = _budget(clock, rpm=60, burst=1 / 6)
-    for _ in range(13):
-        await budget.acquire(1)
-    assert clock.slept == pytest.approx([1 / PACE] * 3)
-
-
-async def test_tokens_bucket_counts_input_plus_max_tokens() -> None:
-    """TPM 6000 (100/s): a 600-token request after 600 spent waits 6 s for the refill."""
-    clock = Clock()
-    budget = _budget(clock, tpm=6000, burst=0.1)
-    await budget.acquire(600)
-    await budget.acquire(600)
-    assert clock.slept == pytest.approx([6.0 / PACE])
-
-
-async def test_refund_returns_what_was_not_used() -> None:
-    """Booking max_tokens but using less gives the difference back at once."""
-    clock = Clock()
-    budget = _budget(clock, tpm=6000, burst=0.1)
-    reservation = await budget.acquire(600)
-    await budget.refund(reservation, used_tokens=100)
-    assert budget.snapshot().remaining_tokens == pytest.approx(500)
-
-
-async def test_oversized_request_goes_once_and_leaves_a_debt() -> None:
-    """A request bigger than the bucket waits for a full bucket, goes, and the debt refills."""
-    clock = Clock()
-    budget = _budget(clock, tpm=600, burst=1.0)  # 10 tokens/s, holds 600
-    await budget.acquire(1000)
-    assert clock.slept == []
-    assert budget.snapshot().remaining_tokens == pytest.approx(-400)
-    await budget.acquire(10)
-    assert clock.slept == pytest.approx([41.0 / PACE])
-
-
-async def test_a_429_pauses_its_bucket_until_the_reset() -> None:
-    """After a 429 with retry-after 5 s, the next acquire waits 5 s; tokens are untouched."""
-    clock = Clock()
-    budget = _budget(clock, rpm=600, tpm=60_000)
-    await budget.rate_limited("requests", 5.0)
-    await budget.acquire(1)
-    assert clock.slept == [5.0]
-    assert budget.buckets["tokens"].blocked_until == 0.0
-
-
-async def test_a_429_moves_every_booked_request_back() -> None:
-    """Requests already waiting their turn are moved back by the refill time of the charged
-    request plus a reserve, once per burst of 429s, so they do not hit an empty bucket."""
-    clock = Clock()
-    budget = _budget(clock, rpm=60, burst=1 / 60)  # one at once, then one a second
-    await budget.acquire(1)
-    await budget.rate_limited("requests", 0.5)
-    await budget.rate_limited("requests", 0.5)  # same burst: no second shift
-    await budget.acquire(1)
-    reserve = 6  # 10% of the limit
-    assert sum(clock.slept) == pytest.approx((1 + (1 + reserve)) / PACE)
-
-
-async def test_headers_teach_limits_and_the_true_refill_rate() -> None:
-    """Limits come from x-ratelimit-limit-*, the rate from remaining and reset ("6m0s"...):
-    the reported remaining is rounded down, so one reading leaves up to one unit of doubt
-    about the deficit, and the budget takes the slower end."""
-    clock = Clock()
-    budget = _budget(clock, burst=1.0)
-    await budget.sync(
-        {
-            "x-ratelimit-limit-requests": "60",
-            "x-ratelimit-remaining-requests": "30",
-            "x-ratelimit-reset-requests": "300ms",  # a time-scaled service: 100 per second
-            "x-ratelimit-limit-tokens": "40000",
-            "x-ratelimit-remaining-tokens": "39000",
-            "x-ratelimit-reset-tokens": "1m30s",
-        }
-    )
-    snap = budget.snapshot()
-    assert (snap.remaining_requests, snap.remaining_tokens) == (30, 39000)
-    assert snap.requests_per_second == pytest.approx(29 / 0.3005)  # 100 per second at most
-    assert snap.tokens_per_second == pytest.approx(999 / 90.0005)
-
-
-async def test_headers_never_raise_our_level_above_what_we_booked() -> None:
-    """The service's count caps ours (others share the key) but never adds to it."""
-    clock = Clock()
-    budget = _budget(clock, rpm=60, burst=1.0)
-    for _ in range(50):
-        await budget.acquire(1)
-    await budget.sync({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59"})
-    assert budget.snapshot().remaining_requests == pytest.approx(10)
-    await budget.sync({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "3"})
-    assert budget.snapshot().remaining_requests == pytest.approx(3)
-
-
-async def test_cancelled_waiter_returns_its_booking() -> None:
-    """A waiter cancelled before its turn gives its request back to the bucket."""
-    import anyio
-
-    budget = MemoryBudget(rpm=60, burst=1 / 60)  # one request, then one per second
-    await budget.acquire(1)
-    with anyio.move_on_after(0.05):
-        await budget.acquire(1)
-    assert budget.snapshot().remaining_requests == pytest.approx(0, abs=0.2)
-
-
-def _limit_headers(limit: int, remaining: int, reset: str) -> dict[str, str]:
+def _window(limit: int, remaining: int, reset: str) -> dict[str, str]:
     return {
         "x-ratelimit-limit-requests": str(limit),
         "x-ratelimit-remaining-requests": str(remaining),
@@ -155,54 +48,176 @@ def _limit_headers(limit: int, remaining: int, reset: str) -> dict[str, str]:
     }
 
 
-async def test_an_empty_bucket_reading_is_only_provisional() -> None:
-    """At remaining 0 the service may be in debt (a longer reset): that rate estimate is used
-    only until a reading with requests left arrives, which replaces it."""
+async def test_a_cold_endpoint_opens_like_slow_start() -> None:
+    """Knowing nothing, requests go in waves of 1, 2, 4, 8 one step apart, never a flood."""
     clock = Clock()
-    budget = _budget(clock, burst=1.0)
-    await budget.sync(_limit_headers(60, 0, "1m3s"))  # 3 s of hidden debt
-    assert budget.snapshot().requests_per_second == pytest.approx(59 / 63, rel=1e-4)
-    await budget.sync(_limit_headers(60, 59, "1s"))  # a full bucket less our request: exact
-    assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=1e-3)
-    await budget.sync(_limit_headers(60, 0, "2m"))  # an empty reading never overrides it
-    assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=1e-3)
+    budget = _budget(clock)
+    times = [await _sent_at(budget, clock) for _ in range(15)]
+    step = SLOW_START_STEP
+    expected = [0.0] + [step] * 2 + [2 * step] * 4 + [3 * step] * 8
+    assert times == pytest.approx(expected)
 
 
-async def test_a_rounded_down_remaining_cannot_double_the_rate() -> None:
-    """A bucket refilled to just under full reports one unit less than it holds: "3 of 5
-    left, 12.12 s to full" fits a rate of 1/12 as well as 2/12. Readings are intersected and
-    the slower end is kept, so the budget never paces faster than the service refills."""
+async def test_slow_start_ends_and_unknown_limits_then_never_wait() -> None:
+    """After ten waves (1,023 requests could have gone) nothing is held back any more."""
     clock = Clock()
-    budget = _budget(clock, burst=1.0)
-    await budget.sync(_limit_headers(5, 3, "12.12s"))
-    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12.1205)
-    await budget.sync(_limit_headers(5, 4, "12s"))  # a full bucket less our request: exact
-    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12, rel=1e-4)
-    await budget.sync(_limit_headers(5, 3, "12.12s"))  # no longer moves it up
-    assert budget.snapshot().requests_per_second == pytest.approx(1 / 12, rel=1e-4)
+    budget = _budget(clock)
+    for _ in range(1023):
+        await budget.acquire(10_000)
+    slept = len(clock.slept)
+    for _ in range(1000):
+        await budget.acquire(10_000)
+    assert len(clock.slept) == slept
+    assert budget.snapshot().remaining_requests is None
 
 
-async def test_a_limit_of_one_still_teaches_its_rate() -> None:
-    """RPM 1 never shows more than one missing request; that reading is still read."""
+async def test_rate_headers_end_slow_start_and_what_remains_goes_at_once() -> None:
+    """A window with 2 left sends 2 at once (no pacing), then waits for its reset."""
     clock = Clock()
-    budget = _budget(clock, burst=1.0)
-    await budget.sync(_limit_headers(1, 0, "600ms"))  # a time-scaled "minute"
-    assert budget.snapshot().requests_per_second == pytest.approx(1 / 0.6, rel=1e-3)
+    budget = _budget(clock)
+    first = await budget.acquire(1)
+    await budget.settle(first, _window(10, 2, "5s"))
+    assert [await _sent_at(budget, clock) for _ in range(2)] == [0.0, 0.0]
+    assert await _sent_at(budget, clock) == pytest.approx(5.0, abs=0.01)
 
 
-async def test_a_wait_is_told_before_it_is_slept_with_the_limit_that_is_short() -> None:
-    """on_wait hears each sleep's length and which bucket is short: requests, then tokens."""
+async def test_a_fixed_window_is_whole_again_at_each_reset() -> None:
+    """The first reset lets one request read the new window; once it shows a whole window,
+    later resets are taken as whole at once (no probe, no pacing)."""
     clock = Clock()
-    told: list[tuple[float, str]] = []
+    budget = _budget(clock)
+    r = await budget.acquire(1)
+    await budget.settle(r, _window(3, 2, "2s"))
+    for left in (1, 0):
+        await budget.settle(await budget.acquire(1), _window(3, left, "2s"))
+    probe = await budget.acquire(1)  # after the reset: one request to read the window
+    assert clock.now - START == pytest.approx(2.0, abs=0.01)
+    clock.now += 0.01
+    await budget.settle(probe, _window(3, 2, "1990ms"))
+    assert [await _sent_at(budget, clock) for _ in range(2)] == pytest.approx([2.01] * 2)
+    assert await _sent_at(budget, clock) == pytest.approx(4.0, abs=0.02)
+    assert budget.account.requests.full_at_reset
 
-    def on_wait(seconds: float, kind: str) -> None:
-        told.append((round(seconds, 6), kind))
 
-    by_requests = _budget(clock, rpm=60, tpm=60_000, burst=0.1)  # 6 requests at once
-    for _ in range(7):
-        await by_requests.acquire(1, on_wait)
-    by_tokens = _budget(clock, rpm=60_000, tpm=6000, burst=0.1)  # 600 tokens at once
-    await by_tokens.acquire(600, on_wait)
-    await by_tokens.acquire(300, on_wait)
-    assert [k for _, k in told] == ["requests", "tokens"]
-    assert [s for s, _ in told] == clock.slept
+async def test_a_token_bucket_is_recognised_by_a_reset_that_moves_later() -> None:
+    """OpenAI's reset is the time to refill to full: as we spend it moves later, which a
+    window's end never does; the budget then refills continuously at the rate it implies."""
+    clock = Clock()
+    budget = _budget(clock)
+    first, second = await budget.acquire(1), await budget.acquire(1)
+    await budget.settle(first, _window(60, 59, "1s"))
+    await budget.settle(second, _window(60, 58, "2s"))
+    limit = budget.account.requests
+    assert limit.refill == pytest.approx(1.0, rel=0.01)
+    assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=0.01)
+
+
+async def test_a_reading_overtaken_by_a_newer_one_never_adds_room() -> None:
+    """Responses arrive out of order: an older reading that shows more room is not taken."""
+    clock = Clock()
+    budget = _budget(clock)
+    tickets = [await budget.acquire(1) for _ in range(1)]
+    await budget.settle(tickets[0], _window(10, 9, "10s"))
+    late = [await budget.acquire(1) for _ in range(3)]
+    await budget.settle(late[2], _window(10, 6, "10s"))  # counted in the order sent
+    await budget.settle(late[0], _window(10, 8, "10s"))  # arrives last, says more
+    assert budget.snapshot().remaining_requests == pytest.approx(6)
+
+
+async def test_a_stated_limit_is_paced_from_the_first_request() -> None:
+    """Limits(rpm=60) against a service that shows nothing: one now, then one a second."""
+    clock = Clock()
+    budget = _budget(clock, rpm=60, burst=1 / 6)
+    times = [await _sent_at(budget, clock) for _ in range(4)]
+    assert times == pytest.approx([0, 1 / PACE, 2 / PACE, 3 / PACE], abs=2e-3)
+
+
+async def test_tokens_count_input_plus_max_tokens_and_unused_come_back() -> None:
+    """TPM 6000 (100/s) with a 600-token bucket: a second 600 waits; a refund returns."""
+    clock = Clock()
+    budget = _budget(clock, tpm=6000, burst=0.1)
+    reservation = await budget.acquire(600)
+    await budget.settle(reservation, {}, used_tokens=100)
+    assert budget.snapshot().remaining_tokens == pytest.approx(500)
+    await budget.acquire(600)
+    assert clock.now - START == pytest.approx(1 / PACE, rel=1e-3)
+
+
+async def test_a_429_with_retry_after_holds_everything_until_then() -> None:
+    """retry-after 5 s: no request goes before it has passed."""
+    clock = Clock()
+    budget = _budget(clock, rpm=6000)
+    reservation = await budget.acquire(1)
+    await budget.settle(reservation, {}, limited="requests", retry_after=5.0)
+    assert await _sent_at(budget, clock) >= 5.0
+
+
+async def _rejected(budget: MemoryBudget, reservation: Reservation) -> None:
+    await budget.settle(reservation, {}, limited="requests")
+
+
+async def test_429s_without_headers_search_for_the_rate() -> None:
+    """No headers at all (nginx): the first 429 halves the rate it was sent at; a rate held
+    for a while without one is known good; the next guess is between good and bad."""
+    clock = Clock()
+    budget = _budget(clock)
+    sent = [await budget.acquire(1) for _ in range(3)]  # waves 0 and 1: 20 per second
+    await _rejected(budget, sent[2])
+    probe = budget.account.probe
+    assert probe.high == pytest.approx(1 / SLOW_START_STEP * 2)
+    assert probe.rate == pytest.approx(probe.high / 2)
+    while probe.low == 0:
+        await budget.settle(await budget.acquire(1), {})
+    assert probe.low == pytest.approx(10.0)
+    assert probe.rate == pytest.approx(math.sqrt(10.0 * 20.0))
+
+
+async def test_a_burst_of_429s_from_one_overload_cuts_the_rate_once() -> None:
+    """Requests sent before the cut that come back 429 are the same overload."""
+    clock = Clock()
+    budget = _budget(clock)
+    sent = [await budget.acquire(1) for _ in range(7)]
+    for reservation in sent[1:]:
+        await _rejected(budget, reservation)
+    assert budget.account.probe.rate == pytest.approx(budget.account.probe.high / 2)
+
+
+async def test_a_429_the_headers_do_not_explain_paces_below_them() -> None:
+    """Azure-style: the headers still show room, yet a 429 came (10-second sub-windows):
+    the budget paces requests from then on instead of sending what the headers allow."""
+    clock = Clock()
+    budget = _budget(clock)
+    first = await budget.acquire(1)
+    await budget.settle(first, {"x-ratelimit-remaining-requests": "50"})
+    burst = [await budget.acquire(1) for _ in range(10)]
+    await budget.settle(
+        burst[-1], {"x-ratelimit-remaining-requests": "40"}, limited="requests", retry_after=1.0
+    )
+    assert budget.account.probe.rate is not None
+    times = [await _sent_at(budget, clock) for _ in range(3)]
+    assert times[2] - times[1] == pytest.approx(1 / budget.account.probe.rate, rel=1e-3)
+
+
+async def test_a_wait_is_told_once_with_the_limit_that_is_short() -> None:
+    """on_wait hears a waiting acquire once, with the bucket that is short."""
+    clock = Clock()
+    told: list[str] = []
+    by_requests = _budget(clock, rpm=60, tpm=60_000)
+    for _ in range(2):
+        await by_requests.acquire(1, lambda s, kind: told.append(kind))
+    by_tokens = _budget(clock, rpm=60_000, tpm=6000, burst=0.1)
+    for _ in range(2):
+        await by_tokens.acquire(600, lambda s, kind: told.append(kind))
+    assert told == ["requests", "tokens"]
+
+
+async def test_the_account_survives_a_round_trip_through_json() -> None:
+    """A shared budget keeps the account as JSON: every learned figure comes back."""
+    clock = Clock()
+    budget = _budget(clock, rpm=120)
+    sent = [await budget.acquire(1) for _ in range(3)]
+    await budget.settle(sent[0], _window(60, 59, "1s"))
+    await budget.settle(sent[1], _window(60, 58, "2s"))
+    await _rejected(budget, sent[2])
+    data = json.loads(json.dumps(budget.account.dump()))
+    assert Account.load(data) == budget.account
