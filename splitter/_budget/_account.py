@@ -51,6 +51,7 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
 _RESET_ROUNDING = 0.0005
 _RECENT_SENDS = 8
+_FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
 
 
 @dataclass(slots=True)
@@ -80,6 +81,7 @@ class Limit:
     refill_low: float = 0.0
     refill_high: float = math.inf
     full_at_reset: bool = False  # after a reset the window was whole again (fixed window)
+    no_reset_wait: float = 1.0  # a window's length, where the service tells no reset
     rolled: bool = False  # the reset passed; this reading is our own assumption
     # A stated limit's pacer: a GCRA bucket.
     level: float = 0.0
@@ -131,8 +133,12 @@ class Limit:
         """Take one reading, made by the service between ``sent_at`` and ``now`` when it
         counted the booking ``mark``."""
         limit = max(self.limit or 0.0, limit or remaining + 1)
-        lo = sent_at + reset if reset is not None else math.inf
-        hi = now + reset if reset is not None else math.inf
+        told = reset is not None
+        if reset is None:
+            # No reset header (Azure): capacity is taken to be back after the longest
+            # retry-after seen, or a second at first, when one request goes to look.
+            reset = self.no_reset_wait
+        lo, hi = sent_at + reset, now + reset
         if self.remaining is None or (not self.rolled and sent_at >= self.reset_lo):
             # The first reading, or one from a window after the last one's: all news.
             self._adopt(limit, remaining, mark, now)
@@ -145,7 +151,7 @@ class Limit:
                 trusted = not self.full_at_reset
                 self.full_at_reset = remaining + (mark - self.mark) >= limit - 1
                 self.reset_lo, self.reset_at, self.rolled = lo, hi, False
-            elif self.refill is None and lo > self.reset_at + 0.01:
+            elif told and self.refill is None and lo > self.reset_at + 0.01:
                 # The reset moved later as we spent: a token bucket. The reading before
                 # this one bounds its rate too.
                 self.refill = 0.0
@@ -158,7 +164,7 @@ class Limit:
             # overtake each other): only one that leaves less room is taken.
             if trusted or remaining - (self.booked - mark) < self.room(now):
                 self._adopt(limit, remaining, mark, now)
-        if self.refill is not None and reset:
+        if told and self.refill is not None and reset:
             self._learn_refill(limit, remaining, reset)
 
     def _adopt(self, limit: float, remaining: float, mark: float, now: float) -> None:
@@ -256,22 +262,28 @@ class Probe:
         """A 429 for a request sent at ``sent_at``."""
         if sent_at < self.cut_at:
             return  # sent before the last cut: the same overload, already answered
-        sends = [t for t in self.sends if t <= sent_at]
-        span = sends[-1] - sends[0] if sends else 0.0
-        measured = (len(sends) - 1) / span if span > 0 else math.inf
-        too_fast = min(measured, self.rate if self.rate is not None else math.inf)
+        # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
+        too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
         if math.isinf(too_fast):
             too_fast = first_guess
         self.high = min(self.high, too_fast)
-        if self.low >= self.high:
-            self.low = self.high / 2  # what looked sustained was a burst allowance
-        rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high / 2
+        if self.low * _CLOSE_ENOUGH >= self.high:
+            # A 429 at what looked sustainable: that was a burst allowance running out.
+            self.low = self.high * _FIRST_CUT
+        rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high * _FIRST_CUT
         self._set(rate, now)
         self.cut_at = now
         self.tat = now + 1 / rate
 
     def _set(self, rate: float, now: float) -> None:
         self.rate, self.since, self.count = rate, now, 0
+
+
+def _send_rate(sends: list[float], until: float) -> float:
+    """Requests per second over the recent sends up to ``until`` (inf: too few to say)."""
+    recent = [t for t in sends if t <= until]
+    span = recent[-1] - recent[0] if recent else 0.0
+    return (len(recent) - 1) / span if span > 0 else math.inf
 
 
 @dataclass(slots=True)
@@ -362,6 +374,8 @@ class Account:
     ) -> None:
         """A 429 for ``ticket``'s request."""
         self.evidence = True
+        if retry_after is not None:
+            self.limit(kind).no_reset_wait = max(self.limit(kind).no_reset_wait, retry_after)
         self._read(ticket, headers, now)
         if retry_after is not None:
             self.blocked_until = max(self.blocked_until, now + retry_after)

@@ -14,7 +14,7 @@ from redis_support import RedisServer, free_port, wait_for_port
 
 from splitter import BudgetError, Limits, SharedBudget
 from splitter._budget._redis import RedisBudget
-from splitter._budget._registry import endpoint_fingerprint
+from splitter._endpoint import endpoint_fingerprint
 
 pytestmark = pytest.mark.anyio
 
