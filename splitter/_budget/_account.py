@@ -83,6 +83,7 @@ class Limit:
     full_at_reset: bool = False  # after a reset the window was whole again (fixed window)
     no_reset_wait: float = 1.0  # a window's length, where the service tells no reset
     rolled: bool = False  # the reset passed; this reading is our own assumption
+    probing: bool = False  # after a reset: one request may go, to read what came back
     # A stated limit's pacer: a GCRA bucket.
     level: float = 0.0
     at: float = 0.0
@@ -94,6 +95,8 @@ class Limit:
         if self.remaining is None or self.limit is None:
             return math.inf
         self._roll(now)
+        if self.probing:
+            return math.inf
         have = self.remaining
         if self.refill is not None:
             have = min(self.limit, have + self.refill * HEADROOM * max(0.0, now - self.read_at))
@@ -117,8 +120,9 @@ class Limit:
             # A whole window is back; its end is read from the next response.
             self.remaining, self.read_at, self.reset_at = self.limit, self.reset_at, math.inf
         else:
-            # One request may go to read the new state (a sliding log frees a slot at a time).
-            self.remaining, self.read_at, self.reset_at = 1.0, now, math.inf
+            # One request, whatever its size, may go to read the new state (a sliding log
+            # frees a slot at a time).
+            self.probing, self.read_at, self.reset_at = True, now, math.inf
         self.mark, self.rolled = self.booked, True
 
     def read(
@@ -169,7 +173,7 @@ class Limit:
 
     def _adopt(self, limit: float, remaining: float, mark: float, now: float) -> None:
         self.limit, self.remaining, self.mark, self.read_at = limit, remaining, mark, now
-        self.rolled = False
+        self.rolled = self.probing = False
 
     def _learn_refill(self, limit: float, remaining: float, reset: float) -> None:
         """A token bucket's reset is the time to refill to ``limit``: it bounds the rate.
@@ -213,6 +217,11 @@ class Limit:
         return short / pace if short > 0 else 0.0
 
     def take(self, amount: float, now: float) -> None:
+        if self.probing:  # that request takes the room the probe opened, no more
+            self.probing, self.remaining, self.mark = False, amount, self.booked
+        elif self.refill is not None and self.remaining is not None:
+            # A bucket holds at most its limit at any moment: fold the refill in as we go.
+            self.remaining, self.mark, self.read_at = self.room(now), self.booked, now
         self.booked += amount
         if self.pace is not None:
             self.level, self.at = self.pacer_level(now) - amount, now
