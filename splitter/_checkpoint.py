@@ -8,17 +8,23 @@ answers finish; each line is written whole and flushed to the operating system a
 (a killed process loses nothing written), and fsynced every ``sync_every`` lines or
 ``sync_seconds`` seconds and at the end (what survives a power cut).
 
-On a restart, ids already answered in the output are skipped. A torn last line (the
-process died while writing it) is cut off. Failed ids are asked again by default
-(``retry_failed``): their error lines are removed first, by rewriting the output to a
-temporary file that replaces it, so every id has at most one line.
+On a restart the whole output is read and checked before anything in it changes: every
+complete line must be an answer line, exactly the three fields above with an id (string or
+integer) and ``answer`` and ``error`` each a string or null, not both strings. Anything else
+(a text file, a questions file) refuses the file, naming the line, and leaves it untouched.
+Only then may a torn last line (the process died while writing it) be cut off, and only
+when its text is how an answer line begins. Ids already answered are skipped. Failed ids
+are asked again by default (``retry_failed``): their error lines are removed first, by
+rewriting the output to a temporary file that replaces it, so every id has at most one
+line. The output may not be the input file itself (``refuse_same_file``).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
-import time
+import re
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -27,10 +33,17 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from ._clock import now
 from ._exceptions import InvalidInputError, SplitterError
 from ._questions import Answer, Question
 
-__all__ = ["Checkpoint", "FileRun", "checked_questions", "pending_questions"]
+__all__ = [
+    "Checkpoint",
+    "FileRun",
+    "checked_questions",
+    "pending_questions",
+    "refuse_same_file",
+]
 
 _FIELDS = {"id", "question", "expected_tokens", "max_tokens"}
 Check = Callable[[int, object], Question]
@@ -125,6 +138,20 @@ def pending_questions(path: Path, done: set[str]) -> Iterator[Question]:
                 yield question
 
 
+def refuse_same_file(questions: Path, out: Path) -> None:
+    """An ``InvalidInputError`` when ``out`` is the questions file (the same path, a link
+    to it or another name of it): checked before either file is read or written."""
+    try:
+        same = os.path.samefile(questions, out)
+    except OSError:  # one of them does not exist (yet)
+        same = questions.resolve() == out.resolve()
+    if same:
+        raise InvalidInputError(
+            f"{out}: the output file is the questions file {questions}; "
+            "name a new file or an earlier run's answers"
+        )
+
+
 class Checkpoint:
     """The output file: what it already holds, and appending answers durably."""
 
@@ -134,7 +161,7 @@ class Checkpoint:
         self._sync_seconds = sync_seconds
         self._file: IO[str] | None = None
         self._unsynced = 0
-        self._synced_at = time.monotonic()
+        self._synced_at = now()
 
     def resume(self, *, retry_failed: bool) -> set[str]:
         """The ids not to ask again. Cuts a torn last line off; with ``retry_failed``,
@@ -148,35 +175,61 @@ class Checkpoint:
         return answered | failed
 
     def _read(self) -> tuple[set[str], set[str], list[str]]:
+        """Check every line, then cut a torn last line; the answered and failed ids and the
+        answered lines."""
         answered: set[str] = set()
         failed: set[str] = set()
         kept: list[str] = []
         with self.path.open("rb") as file:
             data = file.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):  # a torn last line: the process died while writing it
-            with self.path.open("r+b") as file:
-                file.truncate(end)
-                file.flush()
-                os.fsync(file.fileno())
-        for number, raw in enumerate(data[:end].decode("utf-8").splitlines(), 1):
+        *complete, tail = data.split(b"\n")
+        for number, line in enumerate(complete, 1):
+            raw = self._decoded(number, line)
             if not raw.strip():
                 continue
             key, ok = self._record(number, raw)
             (answered if ok else failed).add(key)
             if ok:
                 kept.append(raw)
+        if tail:
+            self._cut(len(complete) + 1, tail, len(data) - len(tail))
         return answered, failed - answered, kept
 
+    def _decoded(self, number: int, line: bytes) -> str:
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self._refused(number, "not UTF-8 text") from None
+
     def _record(self, number: int, raw: str) -> tuple[str, bool]:
+        """Line ``number``'s id and whether it was answered, if it is an answer line."""
         try:
             record = json.loads(raw)
-            return _key(record["id"]), record.get("error") is None
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise InvalidInputError(
-                f"{self.path.name} line {number}: not an answer line of splitter run; "
-                "is this the right output file?"
-            ) from None
+        except json.JSONDecodeError:
+            raise self._refused(number, "not JSON") from None
+        problem = _answer_problem(record)
+        if problem is not None:
+            raise self._refused(number, problem)
+        return _key(record["id"]), record["error"] is None
+
+    def _cut(self, number: int, tail: bytes, end: int) -> None:
+        """Cut the last line, which has no newline, if it is how an answer line begins."""
+        try:
+            text = codecs.getincrementaldecoder("utf-8")().decode(tail, final=False)
+        except UnicodeDecodeError:
+            text = None
+        if not text or not _begins_answer(text):
+            raise self._refused(number, "the last line has no newline and is not a torn answer")
+        with self.path.open("r+b") as file:
+            file.truncate(end)
+            file.flush()
+            os.fsync(file.fileno())
+
+    def _refused(self, number: int, reason: str) -> InvalidInputError:
+        return InvalidInputError(
+            f"{self.path} line {number}: not an answer line of splitter run ({reason}); "
+            "the file was left as it is: is this the right output file?"
+        )
 
     def _rewrite(self, lines: list[str]) -> None:
         """Replace the output with ``lines``, atomically (a crash leaves the old or the new)."""
@@ -212,10 +265,7 @@ class Checkpoint:
         self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._file.flush()
         self._unsynced += 1
-        if (
-            self._unsynced >= self._sync_every
-            or time.monotonic() - self._synced_at >= self._sync_seconds
-        ):
+        if self._unsynced >= self._sync_every or now() - self._synced_at >= self._sync_seconds:
             self._sync()
 
     def _sync(self) -> None:
@@ -223,7 +273,65 @@ class Checkpoint:
         self._file.flush()
         os.fsync(self._file.fileno())
         self._unsynced = 0
-        self._synced_at = time.monotonic()
+        self._synced_at = now()
+
+
+_ANSWER_FIELDS = ("id", "answer", "error")
+
+
+def _answer_problem(record: object) -> str | None:
+    """Why ``record`` is not a line that ``Checkpoint.write`` writes; None if it is one."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if sorted(record) != sorted(_ANSWER_FIELDS):
+        return f"fields {sorted(record)}, not {list(_ANSWER_FIELDS)}"
+    raw_id, answer, error = (record[field] for field in _ANSWER_FIELDS)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+        return "id is not a string or an integer"
+    if not all(value is None or isinstance(value, str) for value in (answer, error)):
+        return "answer and error must each be a string or null"
+    if answer is not None and error is not None:
+        return "both an answer and an error"
+    return None
+
+
+_STRING_START = (  # a JSON string, possibly cut anywhere, even inside an escape
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*(?:\\(?:u[0-9a-fA-F]{0,3})?)?'
+)
+_ID_START = re.compile(f"(?:{_STRING_START}|-)?")
+_TEXT_START = re.compile(f"(?:{_STRING_START}|n|nu|nul)?")
+# An answer line as Checkpoint.write lays it out: literal text and (types, how a value begins).
+_LAYOUT: tuple[str | tuple[tuple[type, ...], re.Pattern[str]], ...] = (
+    '{"id": ',
+    ((str, int), _ID_START),
+    ', "answer": ',
+    ((str, type(None)), _TEXT_START),
+    ', "error": ',
+    ((str, type(None)), _TEXT_START),
+    "}",
+)
+_DECODER = json.JSONDecoder()
+
+
+def _begins_answer(text: str) -> bool:
+    """Whether ``text`` is the start of a line that ``Checkpoint.write`` writes (what a
+    process that died mid-write leaves), or all of one but its newline."""
+    at = 0
+    for piece in _LAYOUT:
+        rest = text[at:]
+        if isinstance(piece, str):
+            if not rest.startswith(piece):
+                return piece.startswith(rest)
+            at += len(piece)
+            continue
+        types, start = piece
+        try:
+            value, at = _DECODER.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return start.fullmatch(rest) is not None
+        if isinstance(value, bool) or not isinstance(value, types):
+            return False
+    return at == len(text)
 
 
 def _error(error: SplitterError | None) -> str | None:

@@ -18,7 +18,13 @@ import openai
 from pydantic import ValidationError
 
 from ._aggregate import Aggregator, BatchKey, batch_key
-from ._checkpoint import Checkpoint, FileRun, checked_questions, pending_questions
+from ._checkpoint import (
+    Checkpoint,
+    FileRun,
+    checked_questions,
+    pending_questions,
+    refuse_same_file,
+)
 from ._dag import PLACEHOLDER, Graph, build_graph
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint, endpoint_for
@@ -461,12 +467,15 @@ class Splitter:
         appended to ``out`` as ``{"id": ..., "answer": ..., "error": ...}`` when it
         finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
         Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
-        again (``retry_failed=False`` keeps their errors). Runs on :meth:`amap`, so memory
+        again (``retry_failed=False`` keeps their errors). An existing ``out`` holding any
+        line that is not such an answer line, or ``out`` naming the input file, is an
+        ``InvalidInputError`` and neither file is changed. Runs on :meth:`amap`, so memory
         stays bounded by ``window``, plus the set of ids. ``progress=True``: a bar over
         the whole file, starting at the ids done before. See docs/batch-files.md.
         """
         chosen_model = self._model(model)
         source, target = Path(questions), Path(out)
+        refuse_same_file(source, target)
 
         def check(index: int, item: object) -> Question:
             return _map_item(index, item, policy=self.policy, model=chosen_model)

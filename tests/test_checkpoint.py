@@ -165,12 +165,185 @@ async def test_a_bad_input_file_is_an_error_naming_the_line_before_any_request(
     assert not out.exists()
 
 
-async def test_an_output_line_that_is_not_an_answer_line_is_refused(tmp_path: Path) -> None:
+ANSWER = '{"id": "q-0", "answer": "done", "error": null}\n'
+QUESTION = '{"id": 1, "question": "What follows 1?"}'
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line", "reason"),
+    [
+        pytest.param(
+            "notes.txt",
+            b"shopping list\nmilk and eggs",
+            1,
+            "not JSON)",
+            id="text-without-final-newline",
+        ),
+        pytest.param(
+            "questions.jsonl",
+            f"{QUESTION}\n{QUESTION.replace('1', '3')}\n".encode(),
+            1,
+            "fields ['id', 'question']",
+            id="a-questions-file",
+        ),
+        pytest.param(
+            "questions.jsonl",
+            QUESTION.encode(),
+            1,
+            "the last line has no newline and is not a torn answer)",
+            id="one-question-without-final-newline",
+        ),
+        pytest.param(
+            "answers.jsonl",
+            f"{ANSWER}not json at all\n{ANSWER[:20]}".encode(),
+            2,
+            "not JSON)",
+            id="a-bad-line-before-a-torn-answer",
+        ),
+        pytest.param(
+            "answers.jsonl",
+            f"{ANSWER}{ANSWER}hello".encode(),
+            3,
+            "the last line",
+            id="text-after-answers",
+        ),
+        pytest.param(
+            "answers.jsonl",
+            ANSWER.replace('"done"', '"done", "usage": 3').encode(),
+            1,
+            "fields ['answer', 'error', 'id', 'usage']",
+            id="an-extra-field",
+        ),
+        pytest.param(
+            "answers.jsonl",
+            f'{ANSWER}{{"id": 1, "answer": "x", "error": "E: y"}}\n'.encode(),
+            2,
+            "both an answer and an error)",
+            id="answer-and-error",
+        ),
+        pytest.param(
+            "notes.txt",
+            "\u00e9".encode()[:1],  # the first byte of two
+            1,
+            "the last line has no newline and is not a torn answer)",
+            id="half-a-character",
+        ),
+        pytest.param(
+            "answers.jsonl",
+            f"{ANSWER}".encode() + b"\xff\xfe\n",
+            2,
+            "not UTF-8 text)",
+            id="not-utf8",
+        ),
+    ],
+)
+async def test_an_output_that_is_not_an_answer_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, name: str, content: bytes, line: int, reason: str
+) -> None:
+    """Every line of an existing output is checked before anything changes: a file holding
+    a line splitter did not write is refused, naming file and line, byte for byte as it was."""
+    questions_file, out = tmp_path / "input.jsonl", tmp_path / name
+    write_questions(questions_file, 4)
+    out.write_bytes(content)
+    service = SimService("gpt-4o-mini", time_scale=0.002)
+    async with open_sim_client(service) as client:
+        with pytest.raises(InvalidInputError) as caught:
+            await Splitter(client).arun_file(questions_file, out, model="m")
+    expected = f"{out} line {line}: not an answer line of splitter run ({reason}"
+    assert expected in str(caught.value)
+    assert out.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["input.jsonl", name])
+    assert service.log == []
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        pytest.param('{"id": "q-4", "answer": "half a li', id="in-the-answer"),
+        pytest.param('{"id": "q-4", "answer": "a \\u00', id="in-an-escape"),
+        pytest.param('{"id": -', id="in-the-id"),
+        pytest.param('{"id": 3, "answer": null, "error": "APIError: x"}', id="only-the-newline"),
+        pytest.param("{", id="first-byte"),
+    ],
+)
+async def test_an_answer_file_with_a_torn_last_line_is_cut_and_resumed(
+    tmp_path: Path, torn: str
+) -> None:
+    """A last line without newline that is how an answer line begins is cut off, and the
+    rerun skips the complete answers and asks the rest."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
-    write_questions(questions_file, 3)
-    out.write_text('{"id": 1, "answer": "x", "error": null}\nnot json at all\n')
-    with pytest.raises(InvalidInputError, match=r"answers\.jsonl line 2: not an answer line"):
-        await Splitter(model="m").arun_file(questions_file, out)
+    questions = write_questions(questions_file, 6)
+    done = [json.dumps({"id": q, "answer": "earlier", "error": None}) for q in ("q-0", 1)]
+    out.write_text("\n".join(done) + "\n" + torn)
+    async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
+        run = await Splitter(client).arun_file(questions_file, out, model="m")
+    assert run == FileRun(questions=6, skipped=2, answered=4, failed=0)
+    assert out.read_text().startswith("\n".join(done) + "\n{")
+    assert sorted(map(str, (r["id"] for r in read_answers(out)))) == sorted(map(str, questions))
+
+
+async def test_a_torn_line_cut_inside_a_character_is_cut_too(tmp_path: Path) -> None:
+    """A torn line that ends halfway through a multi-byte character still reads as torn."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    write_questions(questions_file, 2)
+    out.write_bytes('{"id": 1, "answer": "caf\u00e9'.encode()[:-1])
+    async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
+        run = await Splitter(client).arun_file(questions_file, out, model="m")
+    assert run == FileRun(questions=2, skipped=0, answered=2, failed=0)
+    assert len(read_answers(out)) == 2
+
+
+async def test_an_answer_holding_a_line_separator_is_still_one_line(tmp_path: Path) -> None:
+    """Output lines are split at newlines only: an answer holding U+2028 or U+0085 (which
+    JSON leaves unescaped) is read back as the one answer line it is."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    write_questions(questions_file, 2)
+    line = json.dumps({"id": 1, "answer": "a\u2028b\x85c", "error": None}, ensure_ascii=False)
+    out.write_text(line + "\n", encoding="utf-8")
+    async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
+        run = await Splitter(client).arun_file(questions_file, out, model="m")
+    assert run == FileRun(questions=2, skipped=1, answered=1, failed=0)
+    assert out.read_text(encoding="utf-8").startswith(line + "\n")
+
+
+async def test_an_empty_output_file_is_an_answer_file_with_no_answers(tmp_path: Path) -> None:
+    """An empty output (a run stopped before its first answer, or a `touch`) is answered into."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions = write_questions(questions_file, 5)
+    out.write_bytes(b"")
+    async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
+        run = await Splitter(client).arun_file(questions_file, out, model="m")
+    assert run == FileRun(questions=5, skipped=0, answered=5, failed=0)
+    assert_each_id_answered_once_with_its_own_answer(out, questions)
+
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        pytest.param("questions.jsonl", id="same-path"),
+        pytest.param("sub/../questions.jsonl", id="other-relative-path"),
+        pytest.param("link.jsonl", id="symlink"),
+        pytest.param("hard.jsonl", id="hard-link"),
+    ],
+)
+async def test_the_input_file_as_output_is_refused_before_anything_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alias: str
+) -> None:
+    """`--out` naming the questions file, by any path or link, is refused with both files
+    named and the file's bytes unchanged, before a request is sent."""
+    monkeypatch.chdir(tmp_path)
+    write_questions(tmp_path / "questions.jsonl", 6)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "questions.jsonl")
+    os.link(tmp_path / "questions.jsonl", tmp_path / "hard.jsonl")
+    before = (tmp_path / "questions.jsonl").read_bytes()
+    service = SimService("gpt-4o-mini", time_scale=0.002)
+    async with open_sim_client(service) as client:
+        with pytest.raises(InvalidInputError) as caught:
+            await Splitter(client).arun_file("questions.jsonl", alias, model="m")
+    assert f"{alias}: the output file is the questions file questions.jsonl" in str(caught.value)
+    assert (tmp_path / "questions.jsonl").read_bytes() == before
+    assert service.log == []
 
 
 def test_the_cli_reports_a_bad_file_without_a_traceback(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,43 @@ def test_plan_prints_the_priced_candidates(capsys: pytest.CaptureFixture[str]) -
     assert "why:" in out
     assert re.search(r"^> ", out, re.M)
     assert "rate limit" in out  # one request a minute: fan-out would wait
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        pytest.param(
+            "questions.jsonl",
+            "questions.jsonl: the output file is the questions file questions.jsonl",
+            id="out-is-the-input",
+        ),
+        pytest.param(
+            "notes.txt",
+            "notes.txt line 1: not an answer line of splitter run (not JSON)",
+            id="out-is-a-text-file",
+        ),
+    ],
+)
+def test_run_refuses_an_output_it_did_not_write_in_one_line_with_status_2(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    out: str,
+    message: str,
+) -> None:
+    """`splitter run` prints one error line naming the file, exits 2 and changes no file."""
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "questions.jsonl": b'{"id": 1, "question": "A?"}\n',
+        "notes.txt": b"shopping list\nmilk and eggs",
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    argv = ["run", "questions.jsonl", "--out", out, "--model", "m"]
+    argv += ["--api-key", "sk-x", "--base-url", "http://127.0.0.1:9/v1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith("splitter run: error: ")
+    assert message in err
+    assert {name: (tmp_path / name).read_bytes() for name in files} == files
