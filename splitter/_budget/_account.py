@@ -116,13 +116,16 @@ class Limit:
         """The reset passed with no newer reading: what is back is what was learned."""
         if self.refill is not None or now < self.reset_at or self.limit is None:
             return
+        # A response may never come (a dropped connection, a timeout): without a reading
+        # by then, the next reset is assumed a window or the longest retry-after later.
+        later = now + max(self.no_reset_wait, self.reset_at - self.read_at)
         if self.full_at_reset:
             # A whole window is back; its end is read from the next response.
-            self.remaining, self.read_at, self.reset_at = self.limit, self.reset_at, math.inf
+            self.remaining, self.read_at, self.reset_at = self.limit, self.reset_at, later
         else:
             # One request, whatever its size, may go to read the new state (a sliding log
             # frees a slot at a time).
-            self.probing, self.read_at, self.reset_at = True, now, math.inf
+            self.probing, self.read_at, self.reset_at = True, now, later
         self.mark, self.rolled = self.booked, True
 
     def read(
@@ -390,9 +393,10 @@ class Account:
             self.blocked_until = max(self.blocked_until, now + retry_after)
         said = self.limit(kind).remaining
         need = 1.0 if kind == "requests" else ticket.tokens
-        if said is None or said >= need:
-            # No header explains it (nginx), or they still show room (Azure's sub-windows):
-            # a limit they do not tell, to be found from the 429s.
+        if retry_after is None and (said is None or said >= need):
+            # No header explains it (nginx), or they still show room: a limit they do not
+            # tell, to be found from the 429s. (A retry-after says when to come back: that
+            # is obeyed, and a 429 that comes with one says nothing about our rate.)
             guess = 1 / _HIDDEN_BACKOFF if said is not None else 1 / SLOW_START_STEP
             self.probe.rejected(ticket.at, now, first_guess=guess)
 

@@ -144,12 +144,14 @@ async def test_tokens_count_input_plus_max_tokens_and_unused_come_back() -> None
 
 
 async def test_a_429_with_retry_after_holds_everything_until_then() -> None:
-    """retry-after 5 s: no request goes before it has passed."""
+    """retry-after 5 s: no request goes before it has passed, and (the service said when to
+    come back) the request rate is not searched for."""
     clock = Clock()
     budget = _budget(clock, rpm=6000)
     reservation = await budget.acquire(1)
     await budget.settle(reservation, {}, limited="requests", retry_after=5.0)
     assert await _sent_at(budget, clock) >= 5.0
+    assert budget.account.probe.rate is None
 
 
 async def _rejected(budget: MemoryBudget, reservation: Reservation) -> None:
@@ -192,9 +194,7 @@ async def test_a_429_the_headers_do_not_explain_paces_below_them() -> None:
     first = await budget.acquire(1)
     await budget.settle(first, {"x-ratelimit-remaining-requests": "50"})
     burst = [await budget.acquire(1) for _ in range(10)]
-    await budget.settle(
-        burst[-1], {"x-ratelimit-remaining-requests": "40"}, limited="requests", retry_after=1.0
-    )
+    await budget.settle(burst[-1], {"x-ratelimit-remaining-requests": "40"}, limited="requests")
     assert budget.account.probe.rate is not None
     times = []
     for _ in range(3):
