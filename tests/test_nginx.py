@@ -72,3 +72,33 @@ def test_config_is_nginx_limit_req(tmp_path: Path) -> None:
     paths = [word.rstrip(";") for word in text.split() if word.startswith("/") and word != "/"]
     assert paths
     assert all(p.startswith(str(tmp_path)) for p in paths), paths
+
+
+async def test_splitter_through_real_nginx_answers_every_question_with_its_own(
+    nginx_url: str,
+) -> None:
+    """30 questions, one request each, from a cold endpoint through nginx at 5 r/s with no
+    burst, no headers and no retry-after: every question gets its own answer, and the
+    budget's search for the rate leaves most requests accepted (counts only: no timing)."""
+    from splitter import Limits, Policy, Splitter
+    from splitter._endpoint import forget_endpoints
+    from splitter.sim import answer_text
+
+    forget_endpoints()
+    statuses: list[int] = []
+
+    async def record(response: object) -> None:
+        statuses.append(response.status_code)  # type: ignore[attr-defined]
+
+    from splitter._compat import http_module
+
+    http = http_module().AsyncClient(event_hooks={"response": [record]})
+    questions = [f"Through nginx, question {i}?" for i in range(30)]
+    async with openai.AsyncOpenAI(
+        base_url=nginx_url, api_key="k", max_retries=0, http_client=http
+    ) as client:
+        policy = Policy(strategy="fanout", limits=Limits(max_concurrency=8))
+        result = await Splitter(client, policy=policy).aask_many(questions, model="m")
+    assert [a.text for a in result] == [answer_text(q, 3) for q in questions]
+    assert statuses.count(200) == 30
+    assert statuses.count(429) < statuses.count(200), statuses
