@@ -19,13 +19,14 @@ from the caller's loop, but never from both at once (nothing here is locked).
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING
 
 import anyio
+
+from splitter import _clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -77,12 +78,13 @@ class Engine:
         profile: Profile,
         *,
         time_scale: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = _clock.now,
     ) -> None:
         """``clock`` returns real seconds; simulated time is real time / ``time_scale``.
 
-        The default is ``time.monotonic`` rather than ``anyio.current_time``: trio's clock
-        restarts at a random offset in every run, and an engine outlives event loops.
+        The default is splitter's clock (``time.monotonic``, or the virtual time of a
+        ``splitter.testing`` run) rather than ``anyio.current_time``: trio's clock restarts
+        at a random offset in every run, and an engine outlives event loops.
         """
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
