@@ -37,6 +37,10 @@ __all__ = ["Engine", "SeqState", "Sequence"]
 
 # Progress is floating point; a sequence this close to a token boundary has reached it.
 _EPS = 1e-6
+# An event this close (simulated seconds) is due now. A clock with the magnitude of
+# ``time.monotonic`` cannot express smaller steps, and a virtual clock moves only by the
+# wait asked of it: without this, a waiter could ask for a step the clock cannot take.
+_DUE = 1e-9
 
 
 class SeqState(Enum):
@@ -216,7 +220,7 @@ class Engine:
         # Each pass fires exactly one event, so the loop always terminates.
         while True:
             at, seq = self._next_event()
-            if seq is None or at > now:
+            if seq is None or at > now + _DUE:
                 self._progress(now)
                 return
             self._progress(at)
