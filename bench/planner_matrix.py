@@ -42,6 +42,12 @@ Before the first cell one throwaway batch on an "instant" service warms the proc
 first request costs ~40 ms of imports and tokenizer loading, which the first cell's auto
 would otherwise learn as network RTT).
 
+Clock: by default every cell runs on virtual time (``splitter.testing.run_virtual``) at
+time scale 1: exact, the same on a busy machine, and the 108 cells take seconds. Tight TPM
+(``--headroom tpm``: a full bucket holds half of what the batch asks) and few connections
+(``--conns``) are further regimes; ``--reduced`` runs the 25 cells ``REDUCED`` (the default
+suite checks them: tests/test_planner_matrix.py). ``--clock real`` runs as described next.
+
 Doors and time: the in-process door (``service.async_client()``), no sockets. Each arm gets
 a time scale from a rough estimate of its simulated makespan: the cell's scale makes the
 fastest arm last about ``--target`` real seconds (default 0.5), within [0.002, 1]; in tight
@@ -59,7 +65,7 @@ Run from the repository root::
     /work/venv/bin/python bench/planner_matrix.py [--profiles gpt-4o-mini,llama-cpp-cpu]
         [--rtts 0.005,0.3,2] [--outputs 5,50,500] [--headroom ample,tight] [--ns 2,5,20]
         [--repeats 1] [--calibrate 2] [--target 0.5] [--tight-max-scale 0.1]
-        [--json PATH] [--quick]
+        [--conns 2] [--clock virtual|real] [--reduced] [--json PATH] [--quick]
 
 It is a measurement: the exit status is 0 whatever the regret or prediction, non-zero only
 on an error. Unanswered questions are flagged in the row (such an arm cannot be best).

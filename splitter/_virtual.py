@@ -147,7 +147,7 @@ def active() -> bool:
 
 
 @contextmanager
-def virtual_backend(backend: Backend = "trio") -> Iterator[tuple[str, dict[str, Any]]]:
+def virtual_backend(backend: Backend = "asyncio") -> Iterator[tuple[str, dict[str, Any]]]:
     """Point splitter's clock at a new virtual clock; yield the anyio backend (name and
     options) whose event loops run on it."""
     global _active

@@ -54,7 +54,7 @@ async def open_sim_client(
 
 
 @contextmanager
-def virtual_time(backend: Backend = "trio") -> Iterator[tuple[str, dict[str, Any]]]:
+def virtual_time(backend: Backend = "asyncio") -> Iterator[tuple[str, dict[str, Any]]]:
     """Run on virtual time inside the block: yields the anyio backend ``(name, options)``
     whose event loops run on it, for ``anyio.run(..., backend=name, backend_options=options)``
     or as the value of anyio's pytest fixture ``anyio_backend``::
@@ -74,7 +74,7 @@ def virtual_time(backend: Backend = "trio") -> Iterator[tuple[str, dict[str, Any
 
 
 def run_virtual(
-    func: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts, backend: Backend = "trio"
+    func: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts, backend: Backend = "asyncio"
 ) -> T:
     """``anyio.run(func, *args)`` on virtual time (see :func:`virtual_time`)."""
     with virtual_time(backend) as (name, options):
