@@ -39,6 +39,7 @@ __all__ = ["Backend", "VirtualClock", "VirtualTimeLoop", "active", "virtual_back
 Backend = Literal["asyncio", "trio"]
 _active = 0  # virtual_backend blocks open (nested ones share the innermost clock)
 _THREAD_POLL = 0.001  # real seconds between looks while a thread works
+_RESOLUTION = 1e-6  # seconds: asyncio's timers this close to the clock are due
 
 
 class VirtualClock:
@@ -84,6 +85,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__(_JumpingSelector(clock, self._threads_busy))
         self._virtual = clock
+        # asyncio fires a timer once time() + this resolution passes it. After a jump the
+        # clock stands exactly on the timer, and at a clock reading past ~2e7 s (splitter's
+        # clock carries on from every virtual run) 1 ns no longer changes it: the timer would
+        # never fire. A microsecond stays above the last place of any reading below ~1e9 s.
+        base: float = getattr(self, "_clock_resolution", 0.0)
+        self._clock_resolution = max(base, _RESOLUTION)
         self._executor_work: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
 
     def time(self) -> float:

@@ -37,9 +37,10 @@ __all__ = ["Engine", "SeqState", "Sequence"]
 
 # Progress is floating point; a sequence this close to a token boundary has reached it.
 _EPS = 1e-6
-# An event this close (simulated seconds) is due now. A clock with the magnitude of
-# ``time.monotonic`` cannot express smaller steps, and a virtual clock moves only by the
-# wait asked of it: without this, a waiter could ask for a step the clock cannot take.
+# An event this close (simulated seconds) is due now, and so is one closer than the clock
+# can express (a few units in the last place of its reading, divided by the time scale): a
+# virtual clock moves only by the wait asked of it, and a waiter must never ask for a step
+# the clock cannot take, or it would wait for it forever.
 _DUE = 1e-9
 
 
@@ -217,10 +218,11 @@ class Engine:
         return self._sim_now + max(0.0, n - seq.produced) / rate
 
     def _advance(self, now: float) -> None:
+        due = max(_DUE, 4 * math.ulp(self._clock()) / self.time_scale)
         # Each pass fires exactly one event, so the loop always terminates.
         while True:
             at, seq = self._next_event()
-            if seq is None or at > now + _DUE:
+            if seq is None or at > now + due:
                 self._progress(now)
                 return
             self._progress(at)
