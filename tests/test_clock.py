@@ -11,7 +11,6 @@ import pytest
 from clock_support import needs_one_clock
 
 from splitter import Answer, Limits, Policy, Splitter, _clock
-from splitter._budget._bucket import HEADROOM
 from splitter.sim import SimLimits, SimService
 from splitter.testing import virtual_time
 
@@ -44,8 +43,8 @@ async def test_a_minute_of_rpm_a_deadline_and_a_window_take_no_real_time() -> No
     real = time.perf_counter()
     began = _clock.now()
 
-    # RPM: 7 requests at rpm=6 (burst 1/6: one at once, then one per 10 s, spent at 97% of
-    # the rate): the last goes out over a minute after the first, and none is refused.
+    # RPM: 7 requests at rpm=6 (burst 1/6: one at once, then about one per 10 s): the last
+    # goes out a minute or more after the first, the budget spacing them, none refused.
     service = SimService("gpt-4o-mini", limits=SimLimits(rpm=6), default_answer_tokens=5)
     async with service.async_client(max_retries=0) as client:
         splitter = Splitter(
@@ -55,8 +54,7 @@ async def test_a_minute_of_rpm_a_deadline_and_a_window_take_no_real_time() -> No
     assert result.ok
     arrivals = sorted(r.arrived for r in service.log)
     assert [r.status for r in service.log] == [200] * 7
-    gaps = [a - arrivals[0] for a in arrivals]
-    assert gaps == pytest.approx([k * 10 / HEADROOM for k in range(7)], abs=1e-6)
+    assert 60 <= arrivals[-1] - arrivals[0] <= 70
 
     # Deadline: an answer that needs 60 s of decoding is cut off at exactly 30 s.
     service = SimService("gpt-4o-mini")
