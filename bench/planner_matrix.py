@@ -42,6 +42,12 @@ Before the first cell one throwaway batch on an "instant" service warms the proc
 first request costs ~40 ms of imports and tokenizer loading, which the first cell's auto
 would otherwise learn as network RTT).
 
+Clock: by default every cell runs on virtual time (``splitter.testing.run_virtual``) at
+time scale 1: exact, the same on a busy machine, and the 108 cells take seconds. Tight TPM
+(``--headroom tpm``: a full bucket holds half of what the batch asks) and few connections
+(``--conns``) are further regimes; ``--reduced`` runs the 25 cells ``REDUCED`` (the default
+suite checks them: tests/test_planner_matrix.py). ``--clock real`` runs as described next.
+
 Doors and time: the in-process door (``service.async_client()``), no sockets. Each arm gets
 a time scale from a rough estimate of its simulated makespan: the cell's scale makes the
 fastest arm last about ``--target`` real seconds (default 0.5), within [0.002, 1]; in tight
@@ -59,7 +65,7 @@ Run from the repository root::
     /work/venv/bin/python bench/planner_matrix.py [--profiles gpt-4o-mini,llama-cpp-cpu]
         [--rtts 0.005,0.3,2] [--outputs 5,50,500] [--headroom ample,tight] [--ns 2,5,20]
         [--repeats 1] [--calibrate 2] [--target 0.5] [--tight-max-scale 0.1]
-        [--json PATH] [--quick]
+        [--conns 2] [--clock virtual|real] [--reduced] [--json PATH] [--quick]
 
 It is a measurement: the exit status is 0 whatever the regret or prediction, non-zero only
 on an error. Unanswered questions are flagged in the row (such an arm cannot be best).
@@ -68,7 +74,7 @@ on an error. Unanswered questions are flagged in the row (such an arm cannot be 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import json
 import math
 import statistics
@@ -79,10 +85,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+
 from splitter import BatchResult, Limits, MergePolicy, Policy, Question, RetryPolicy, Splitter
 from splitter.sim import PROFILES, Profile, SimLimits, SimService
+from splitter.testing import run_virtual
 
-Headroom = Literal["ample", "tight"]
+Headroom = Literal["ample", "tight", "tpm"]
+ClockKind = Literal["virtual", "real"]
 REGRET_CELL = 1.10
 REGRET_MEDIAN = 1.05
 PREDICTION = 0.25
@@ -104,14 +114,27 @@ class Cell:
     out: int
     headroom: Headroom
     n: int
+    conns: int | None = None  # Limits.max_concurrency; None: the default
 
     @property
     def rpm(self) -> int:
-        return AMPLE_RPM if self.headroom == "ample" else max(1, math.ceil(self.n / QUALITY_CAP))
+        if self.headroom == "tight":
+            return max(1, math.ceil(self.n / QUALITY_CAP))
+        return AMPLE_RPM
+
+    @property
+    def tpm(self) -> int | None:
+        """Tight TPM: a full bucket holds half of what the batch asks for (input and
+        max_tokens), so any plan waits for a refill for the rest; else no TPM limit."""
+        if self.headroom != "tpm":
+            return None
+        asked = self.n * (_PROMPT_PER_QUESTION + 2 * self.out + 20)
+        return max(1, math.ceil(asked / 2))
 
     @property
     def tag(self) -> str:
-        return f"{self.profile}/{self.rtt * 1000:g}ms/{self.out}t/{self.headroom}/n{self.n}"
+        conns = "" if self.conns is None else f"/c{self.conns}"
+        return f"{self.profile}/{self.rtt * 1000:g}ms/{self.out}t/{self.headroom}/n{self.n}{conns}"
 
 
 @dataclass(slots=True)
@@ -158,23 +181,30 @@ def profile_for(cell: Cell) -> Profile:
 
 
 def estimate_sim(profile: Profile, cell: Cell, k: int) -> float:
-    """Rough simulated makespan of k balanced groups: only used to pick a time scale."""
+    """Rough simulated makespan of k balanced groups: only used to pick a time scale and
+    a forced arm's deadline."""
     size = math.ceil(cell.n / k)
     out = cell.out if size == 1 else size * (cell.out + _MARKER)
-    waves = math.ceil(k / profile.slots)
-    step = profile.step_seconds(min(k, profile.slots))
+    at_a_time = min(profile.slots, cell.conns or profile.slots)
+    waves = math.ceil(k / at_a_time)
+    step = profile.step_seconds(min(k, at_a_time))
     prefill = profile.prefill_seconds(_PROMPT_PER_QUESTION * size + 60)
-    total = profile.rtt + waves * (prefill + out * step)
+    total = waves * (profile.rtt + prefill + out * step)
     # Budget-bound: the client's paced bucket sends max(1, rpm x burst) at once, then one
-    # request per refill of 60/rpm simulated seconds (spent at 97% of the rate).
-    at_once = max(1, math.floor(cell.rpm * Limits().burst))
+    # request per refill of 60/rpm simulated seconds (spent at 97% of the rate); tokens
+    # (input + max_tokens) likewise.
+    burst = Limits().burst
+    at_once = max(1, math.floor(cell.rpm * burst))
     if k > at_once:
         total += (k - at_once) * REFILL / cell.rpm / 0.97
+    if cell.tpm is not None:
+        asked = cell.n * (_PROMPT_PER_QUESTION + 2 * cell.out + 20) + k * 60
+        total += max(0.0, asked - cell.tpm * burst) * REFILL / cell.tpm / 0.97
     return total
 
 
 def cell_scale(estimate: float, headroom: Headroom, target: float, tight_cap: float) -> float:
-    top = tight_cap if headroom == "tight" else MAX_SCALE
+    top = tight_cap if headroom != "ample" else MAX_SCALE
     return min(top, max(MIN_SCALE, target / estimate))
 
 
@@ -188,6 +218,7 @@ def policy(
     strategy: str = "auto",
     per_request: int = QUALITY_CAP,
     deadline: float | None = None,
+    conns: int | None = None,
 ) -> Policy:
     """The same policy for every arm but its strategy: backoff times in simulated seconds."""
     retry = RetryPolicy(
@@ -201,6 +232,7 @@ def policy(
         merge=MergePolicy(max_per_request=per_request),
         retry=retry,
         deadline=deadline,
+        limits=Limits() if conns is None else Limits(max_concurrency=conns),
     )
 
 
@@ -216,13 +248,14 @@ def service_for(cell: Cell, scale: float) -> SimService:
     return SimService(
         profile_for(cell),
         time_scale=scale,
-        limits=SimLimits(rpm=cell.rpm),
+        limits=SimLimits(rpm=cell.rpm, tpm=cell.tpm),
         default_answer_tokens=cell.out,
     )
 
 
-def count_429(service: SimService, since: float) -> int:
-    return sum(1 for r in service.log if r.status == 429 and r.arrived >= since)
+def count_429(service: SimService, since: int) -> int:
+    """429s among the requests logged from position ``since`` on."""
+    return sum(1 for r in service.log[since:] if r.status == 429)
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -232,26 +265,35 @@ async def ask(splitter: Splitter, items: list[Question], out: int) -> BatchResul
     return await splitter.aask_many(items, model="sim", max_tokens=2 * out + 20)
 
 
+async def timed(splitter: Splitter, items: list[Question], out: int) -> tuple[BatchResult, float]:
+    """The batch's result and its makespan in real seconds of the event loop's clock (on
+    virtual time, the virtual seconds; the run's own ``wall_time`` is the executor's)."""
+    start = anyio.current_time()
+    result = await ask(splitter, items, out)
+    return result, anyio.current_time() - start
+
+
 async def run_forced(cell: Cell, arm: Arm, pol: Policy, repeat: int) -> None:
     """One measured batch of a forced arm, on a fresh service with a full bucket."""
     service = service_for(cell, arm.scale)
     async with service.async_client(max_retries=0) as client:
         splitter = Splitter(client, policy=pol, model="sim")
-        if cell.headroom == "tight":
+        if cell.headroom != "ample":
             # The budget paces what it knows: give every arm auto's knowledge of the limits
             # (one response's headers), then a full bucket, so plans are compared, not luck.
             await ask(splitter, questions(cell, f"{arm.name}-probe-{repeat}", 1), cell.out)
-            await wait_for_full_bucket(splitter, service, cell, arm.scale, 0.0)
-        since = time.monotonic()
-        result = await ask(splitter, questions(cell, f"{arm.name}-{repeat}", cell.n), cell.out)
-    arm.sim_times.append(result.stats.wall_time / arm.scale)
+            await wait_for_full_bucket(splitter, service, cell, arm.scale, 0)
+        since = len(service.log)
+        batch = questions(cell, f"{arm.name}-{repeat}", cell.n)
+        result, wall = await timed(splitter, batch, cell.out)
+    arm.sim_times.append(wall / arm.scale)
     arm.rate_limited += count_429(service, since)
     arm.failed += result.stats.failed
     arm.repaired += result.stats.repaired
 
 
 async def wait_for_full_bucket(
-    splitter: Splitter, service: SimService, cell: Cell, scale: float, since: float
+    splitter: Splitter, service: SimService, cell: Cell, scale: float, since: int
 ) -> float | None:
     """Sleep until the service's bucket is full again; returns the requests auto then believes
     remain (its own view, from the headers: reported, not waited for)."""
@@ -261,7 +303,7 @@ async def wait_for_full_bucket(
     # refill later. A refused request still costs one, so after 429s the bucket may be up to
     # a whole bucketful in debt (the headers, floored at 0, never show it): two refills.
     refills = 2 if count_429(service, since) else 1
-    await asyncio.sleep(refills * REFILL * scale * 1.02)
+    await anyio.sleep(refills * REFILL * scale * 1.02)
     probe = questions(cell, "probe", cell.n)
     return splitter.plan(probe, max_tokens=2 * cell.out + 20).budget.remaining_requests
 
@@ -276,25 +318,25 @@ async def run_auto(
     believed: float | None = None
     last: BatchResult | None = None
     async with service.async_client(max_retries=0) as client:
-        splitter = Splitter(client, policy=policy(scale), model="sim")
+        splitter = Splitter(client, policy=policy(scale, conns=cell.conns), model="sim")
         await ask(splitter, questions(cell, "cal-single", 1), cell.out)
-        since = 0.0
+        since = 0
         for c in range(calibrate):
             # Tight: each calibration batch too starts from a full bucket, as the measured one
             # will; from a drained one it would only wait out a refill (or draw 429s).
             await wait_for_full_bucket(splitter, service, cell, scale, since)
-            since = time.monotonic()
+            since = len(service.log)
             await ask(splitter, questions(cell, f"cal-{c}", cell.n), cell.out)
         for r in range(repeats):
             believed = await wait_for_full_bucket(splitter, service, cell, scale, since)
-            since = time.monotonic()
-            result = await ask(splitter, questions(cell, f"auto-{r}", cell.n), cell.out)
-            arm.sim_times.append(result.stats.wall_time / scale)
+            since = len(service.log)
+            result, wall = await timed(splitter, questions(cell, f"auto-{r}", cell.n), cell.out)
+            arm.sim_times.append(wall / scale)
             arm.rate_limited += count_429(service, since)
             arm.failed += result.stats.failed
             arm.repaired += result.stats.repaired
             if result.stats.predicted_wall_time is not None:
-                ratios.append(result.stats.predicted_wall_time / result.stats.wall_time)
+                ratios.append(result.stats.predicted_wall_time / wall)
             last = result
     assert last is not None
     assert last.plan is not None
@@ -317,7 +359,7 @@ def forced_plans(cell: Cell) -> dict[str, tuple[int, Policy, str, int]]:
         name = "merge" if s == cell.n and s > QUALITY_CAP else f"s{s}"
         if s > cell.n:
             continue
-        pol = policy(1.0, strategy="fanout" if s == 1 else "merge", per_request=s)
+        pol = policy(1.0, strategy="fanout" if s == 1 else "merge", per_request=s, conns=cell.conns)
         plan = Splitter(policy=pol, model="sim").plan(
             questions(cell, "shape", cell.n), max_tokens=2 * cell.out + 20
         )
@@ -337,27 +379,29 @@ async def warm_up() -> None:
 
 
 async def run_cell(
-    cell: Cell, repeats: int, calibrate: int, target: float, tight_cap: float
+    cell: Cell, repeats: int, calibrate: int, target: float, tight_cap: float, clock: ClockKind
 ) -> CellResult:
     started = time.perf_counter()
     profile = profile_for(cell)
     shapes = forced_plans(cell)
     estimates = {name: estimate_sim(profile, cell, k) for name, (_, _, _, k) in shapes.items()}
-    scale = cell_scale(min(estimates.values()), cell.headroom, target, tight_cap)
+    scale = 1.0
+    if clock == "real":
+        scale = cell_scale(min(estimates.values()), cell.headroom, target, tight_cap)
     # Identical plans (same k and sizes) are measured once and shared.
     arms: dict[str, Arm] = {}
     by_shape: dict[tuple[int, str], Arm] = {}
     for name, (_, _, sizes, k) in shapes.items():
         key = (k, sizes)
         if key not in by_shape:
-            arm_at = arm_scale(scale, estimates[name])
+            arm_at = arm_scale(scale, estimates[name]) if clock == "real" else 1.0
             by_shape[key] = Arm(name, k, sizes, arm_at, estimate=estimates[name])
         arms[name] = by_shape[key]
     auto, last, ratios, believed = await run_auto(cell, scale, repeats, calibrate)
     for arm in by_shape.values():
         pol = shapes[arm.name][1]
         for r in range(repeats):
-            await run_forced(cell, arm, _rescaled(pol, arm), r)
+            await run_forced(cell, arm, _rescaled(pol, arm, cell, clock), r)
     if "merge" not in arms:
         arms["merge"] = arms[f"s{cell.n}"]
     for s in range(1, QUALITY_CAP + 1):
@@ -386,14 +430,51 @@ async def run_cell(
     )
 
 
-def _rescaled(pol: Policy, arm: Arm) -> Policy:
-    deadline = max(1.0, DEADLINE_FACTOR * arm.estimate * arm.scale)
+def _rescaled(pol: Policy, arm: Arm, cell: Cell, clock: ClockKind) -> Policy:
+    deadline = DEADLINE_FACTOR * arm.estimate * arm.scale
     return policy(
         arm.scale,
         strategy=pol.strategy,
         per_request=pol.merge.max_per_request,
-        deadline=deadline,
+        deadline=max(1.0, deadline) if clock == "real" else deadline,
+        conns=cell.conns,
     )
+
+
+# The regimes, a few cells each (the default suite runs them: tests/test_planner_matrix.py).
+REDUCED: tuple[Cell, ...] = (
+    # generation-bound: long answers, short round trips
+    Cell("gpt-4o-mini", 0.005, 500, "ample", 2),
+    Cell("gpt-4o-mini", 0.005, 500, "ample", 5),
+    Cell("gpt-4o-mini", 0.005, 500, "ample", 20),
+    Cell("gpt-4o-mini", 0.3, 50, "ample", 20),
+    # round-trip-bound, and with few connections
+    Cell("gpt-4o-mini", 2.0, 5, "ample", 5),
+    Cell("gpt-4o-mini", 2.0, 5, "ample", 20),
+    Cell("gpt-4o-mini", 2.0, 5, "ample", 5, conns=2),
+    Cell("gpt-4o-mini", 2.0, 5, "ample", 20, conns=2),
+    Cell("gpt-4o-mini", 0.3, 50, "ample", 20, conns=2),
+    # tight RPM
+    Cell("gpt-4o-mini", 0.3, 50, "tight", 5),
+    Cell("gpt-4o-mini", 0.3, 50, "tight", 20),
+    Cell("llama-cpp-cpu", 0.005, 50, "tight", 5),
+    Cell("llama-cpp-cpu", 0.005, 50, "tight", 20),
+    # tight TPM
+    Cell("gpt-4o-mini", 0.3, 50, "tpm", 5),
+    Cell("gpt-4o-mini", 0.3, 50, "tpm", 20),
+    Cell("gpt-4o-mini", 0.005, 500, "tpm", 5),
+    Cell("gpt-4o-mini", 0.005, 500, "tpm", 20),
+    # slots: llama.cpp's 5 parallel slots queue the rest
+    Cell("llama-cpp-cpu", 0.005, 50, "ample", 5),
+    Cell("llama-cpp-cpu", 0.005, 50, "ample", 20),
+    Cell("llama-cpp-cpu", 0.005, 500, "ample", 20),
+    Cell("llama-cpp-cpu", 0.3, 5, "ample", 20),
+    # a serial server: concurrent sequences share one decoder
+    Cell("serial", 0.005, 50, "ample", 5),
+    Cell("serial", 0.005, 50, "ample", 20),
+    Cell("serial", 0.3, 500, "ample", 5),
+    Cell("serial", 0.3, 5, "ample", 20),
+)
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -421,6 +502,8 @@ def row(res: CellResult) -> str:
         str(x.rate_limited) for x in (res.auto, a["merge"], a["s1"], a["s2"], a["s3"], a["s4"])
     )
     flag = f" [auto: {res.auto.failed} unanswered]" if res.auto.failed else ""
+    if c.conns is not None:
+        flag += f" [max_concurrency={c.conns}]"
     return (
         f"{c.profile:<14}{c.rtt * 1000:>5g}m{c.out:>5}{c.headroom:>7}{c.n:>4}{res.scale:>8.4f}"
         f"{_t(res.auto.median):>9}{plan:>16}{times}"
@@ -494,7 +577,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--profiles", type=_names, default=["gpt-4o-mini", "llama-cpp-cpu"])
     parser.add_argument("--rtts", type=_floats, default=[0.005, 0.3, 2.0], help="seconds")
     parser.add_argument("--outputs", type=_ints, default=[5, 50, 500], help="answer tokens")
-    parser.add_argument("--headroom", type=_names, default=["ample", "tight"])
+    parser.add_argument(
+        "--headroom", type=_names, default=["ample", "tight"], help="ample, tight (RPM), tpm"
+    )
+    parser.add_argument(
+        "--conns", type=_ints, default=[], help="Limits.max_concurrency values (default: 64)"
+    )
     parser.add_argument("--ns", type=_ints, default=[2, 5, 20], help="questions per batch")
     parser.add_argument("--repeats", type=int, default=1, help="measured batches per arm")
     parser.add_argument("--calibrate", type=int, default=2, help="auto's batches before")
@@ -506,6 +594,16 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=TIGHT_MAX_SCALE,
         help="cap on a tight cell's time scale (each bucket refill sleeps 60 s times it)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["virtual", "real"],
+        default="virtual",
+        help="virtual: every cell on virtual time at time scale 1 (exact, load-proof, fast); "
+        "real: real sleeps at the time scales above (the client's own CPU costs time)",
+    )
+    parser.add_argument(
+        "--reduced", action="store_true", help=f"the {len(REDUCED)} regime cells of the test"
     )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results")
     parser.add_argument(
@@ -525,32 +623,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [p for p in args.profiles if p not in PROFILES]
     if unknown:
         parser.error(f"unknown profiles {unknown}; known: {sorted(PROFILES)}")
-    if any(h not in ("ample", "tight") for h in args.headroom):
-        parser.error("--headroom takes ample and/or tight")
+    if any(h not in ("ample", "tight", "tpm") for h in args.headroom):
+        parser.error("--headroom takes ample, tight and/or tpm")
     if args.repeats < 1 or args.calibrate < 0 or min(args.ns) < 1 or min(args.outputs) < 1:
         parser.error("--repeats, --ns and --outputs must be at least 1, --calibrate at least 0")
-    cells = [
-        Cell(p, rtt, out, h, n)
-        for p in args.profiles
-        for rtt in args.rtts
-        for out in args.outputs
-        for h in args.headroom
-        for n in args.ns
-    ]
+    cells = (
+        list(REDUCED)
+        if args.reduced
+        else [
+            Cell(p, rtt, out, h, n, c)
+            for p in args.profiles
+            for rtt in args.rtts
+            for out in args.outputs
+            for h in args.headroom
+            for n in args.ns
+            for c in (args.conns or [None])
+        ]
+    )
     started = time.perf_counter()
     print(
         f"{len(cells)} cells, {args.repeats} measured batch(es) per arm (median), "
         f"{args.calibrate} calibration batch(es) + 1 single question before auto; "
-        "times in simulated seconds; door: in-process"
+        f"times in simulated seconds; door: in-process; clock: {args.clock}"
     )
     print("'>T': cut off at the arm's deadline with questions unanswered (never counted best)")
     print(HEADER, flush=True)
-    asyncio.run(warm_up())
+    run = functools.partial(run_virtual, backend="asyncio")
+    if args.clock == "real":
+        run = functools.partial(anyio.run, backend="asyncio")
+        run(warm_up)
     results: list[CellResult] = []
     for cell in cells:
-        res = asyncio.run(
-            run_cell(cell, args.repeats, args.calibrate, args.target, args.tight_max_scale)
-        )
+        params = (args.repeats, args.calibrate, args.target, args.tight_max_scale, args.clock)
+        res = run(run_cell, cell, *params)
         results.append(res)
         print(row(res), flush=True)
     total = time.perf_counter() - started

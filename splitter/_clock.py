@@ -1,10 +1,15 @@
 """The one clock: every duration and instant splitter reads comes from :func:`now`.
 
-Real runs read ``time.monotonic`` (the clock asyncio's loop sleeps on). A virtual-time run
+Real runs read ``time.monotonic`` (the clock asyncio's loop sleeps on), moved on by however
+far virtual time ran ahead of it (below). A virtual-time run
 (``splitter.testing``) points the clock at its event loop's virtual time, so budgets,
 latencies, deadlines, aggregation windows and the simulator all agree on one timeline that
 jumps whenever every task is asleep. Sleeping always goes through the running event loop
 (``anyio.sleep``), which is what makes such a jump possible.
+
+The clock never goes back within a process: leaving a ``use_clock`` block whose source ran
+ahead of the real clock (a virtual minute passes in a millisecond) moves the real clock on by
+the difference, so objects that outlive the block (a simulator, a budget) keep counting on.
 
 Wall-clock dates (HTTP ``reset`` timestamps, ``created`` fields) are not durations: they
 keep using ``time.time()``.
@@ -18,7 +23,14 @@ from contextlib import contextmanager
 
 __all__ = ["now", "use_clock"]
 
-_source: Callable[[], float] = time.monotonic
+_ahead = 0.0  # seconds virtual time ran ahead of time.monotonic, in blocks now closed
+
+
+def _real() -> float:
+    return time.monotonic() + _ahead
+
+
+_source: Callable[[], float] = _real
 
 
 def now() -> float:
@@ -28,11 +40,14 @@ def now() -> float:
 
 @contextmanager
 def use_clock(source: Callable[[], float]) -> Iterator[None]:
-    """Read ``source`` as the clock inside the block (e.g. ``trio.current_time`` under a
-    ``MockClock``). Process-wide: a virtual-time test runs one event loop at a time."""
-    global _source
+    """Read ``source`` as the clock inside the block (e.g. a virtual clock). Process-wide: a
+    virtual-time run runs one event loop at a time. Leaving a block entered from the real
+    clock, a source that ran ahead moves the real clock on by as much."""
+    global _source, _ahead
     before, _source = _source, source
     try:
         yield
     finally:
         _source = before
+        if before is _real:
+            _ahead += max(0.0, source() - _real())

@@ -20,13 +20,13 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
 
+from . import _clock
 from ._exceptions import APIStatusError, InvalidInputError
 from ._planner import Plan
 from ._questions import Answer, BatchResult, Usage, Via
@@ -59,11 +59,12 @@ class Event:
     """What every event carries: the batch it belongs to and when it happened.
 
     ``batch`` numbers the ``aask_many`` calls of this process (1, 2, ...), so a hook shared by
-    concurrent batches can tell them apart; ``at`` is ``time.monotonic()``.
+    concurrent batches can tell them apart; ``at`` is splitter's clock
+    (``time.monotonic`` in real runs; the virtual time in ``splitter.testing``'s runs).
     """
 
     batch: int
-    at: float = field(default_factory=time.monotonic)
+    at: float = field(default_factory=_clock.now)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

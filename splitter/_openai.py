@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import anyio.from_thread
 import anyio.to_thread
 import openai
 
+from . import _clock
 from ._compat import http_module
 from ._estimate import count_tokens
 from ._exceptions import (
@@ -68,7 +68,7 @@ class OpenAIBackend:
         self, *, model: str, messages: list[dict[str, Any]], **params: Any
     ) -> Completion:
         """One chat completion; raises splitter's ``APIError`` family on failure."""
-        started = time.perf_counter()
+        started = _clock.now()
         try:
             raw = await self._create(model=model, messages=messages, **params)
             completion = raw.parse()
@@ -76,7 +76,7 @@ class OpenAIBackend:
             raise translate_error(exc) from exc
         except _TRANSPORT_ERROR as exc:  # a body read that openai did not wrap (openai 2.x)
             raise APIConnectionError(f"connection failed: {exc}") from exc
-        return _reduce(completion, raw.headers, raw.request_id, time.perf_counter() - started)
+        return _reduce(completion, raw.headers, raw.request_id, _clock.now() - started)
 
     async def chat_stream(
         self,
@@ -90,7 +90,7 @@ class OpenAIBackend:
         (from the calling event loop, also for a sync client), and the whole answer is
         returned at the end. A stream that ends without a finish reason is an
         ``InvalidResponseError``: the answer was cut off."""
-        started = time.perf_counter()
+        started = _clock.now()
         # Usage comes in a last chunk only when asked for; without it, the budget and the
         # service model would have to guess the tokens.
         kwargs: dict[str, Any] = {
@@ -133,7 +133,7 @@ class OpenAIBackend:
             usage=collected.usage or _estimated_usage(model, messages, text),
             request_id=request_id,
             headers=headers,
-            elapsed=time.perf_counter() - started,
+            elapsed=_clock.now() - started,
         )
 
     def _read_sync(

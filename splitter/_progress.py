@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Never, TextIO
 
+from . import _clock
 from ._events import (
     AnswerDone,
     AnswerFailed,
@@ -68,7 +68,7 @@ class Progress:
         self.tokens = 0
         self._fixed_total = total is not None
         self._retrying: dict[tuple[int, int], int] = {}  # (batch, request) -> its questions
-        self._waits: dict[tuple[int, int], float] = {}  # (batch, request) -> until (monotonic)
+        self._waits: dict[tuple[int, int], float] = {}  # (batch, request) -> until, _clock
         self._mininterval = mininterval
         self._shown_at = -float("inf")
         self._lock = threading.Lock()
@@ -92,13 +92,13 @@ class Progress:
     @property
     def waiting(self) -> float:
         """Seconds left of the longest rate-limit wait in progress (0 when none)."""
-        now = time.monotonic()
+        now = _clock.now()
         return max((until - now for until in self._waits.values()), default=0.0)
 
     def __call__(self, event: Event) -> None:
         with self._lock:
             self._count(event)
-            now = time.monotonic()
+            now = _clock.now()
             if now - self._shown_at >= self._mininterval and not self._closed:
                 self._show(now)
 
@@ -156,7 +156,7 @@ class Progress:
                 return
             self._closed = True
             self._waits.clear()
-            self._show(time.monotonic(), draw=False)
+            self._show(_clock.now(), draw=False)
             self._bar.close()  # draws the final counts once
 
     def __enter__(self) -> Progress:

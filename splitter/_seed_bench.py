@@ -36,7 +36,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from typing import Any
 import anyio
 import openai
 
+from . import _clock
 from ._policy import MergePolicy, Policy
 from ._questions import BatchResult, Question
 from ._service_model import ServiceModel
@@ -130,7 +130,7 @@ async def measure_stream(
     client: openai.AsyncOpenAI, *, model: str, text: str, params: Mapping[str, Any]
 ) -> StreamTiming:
     """Stream one answer to ``text`` and time its chunks (``params`` go to the request)."""
-    sent = time.perf_counter()
+    sent = _clock.now()
     first = last = None
     chunks = 0
     usage_tokens: int | None = None
@@ -146,7 +146,7 @@ async def measure_stream(
             if chunk.usage is not None:
                 usage_tokens = chunk.usage.completion_tokens
             if chunk.choices and chunk.choices[0].delta.content:
-                last = time.perf_counter()
+                last = _clock.now()
                 first = last if first is None else first
                 chunks += 1
     return StreamTiming(sent, first, last, usage_tokens if usage_tokens else chunks)
@@ -178,12 +178,12 @@ async def measure_rtt(client: openai.AsyncOpenAI, repeats: int = 3) -> float | N
     None when the endpoint does not list models."""
     best: float | None = None
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = _clock.now()
         try:
             await client.models.list()
         except openai.OpenAIError:
             return None
-        elapsed = time.perf_counter() - started
+        elapsed = _clock.now() - started
         best = elapsed if best is None else min(best, elapsed)
     return best
 
@@ -251,13 +251,13 @@ class _RequestLog:
 
     async def on_request(self, request: Any) -> None:
         if str(request.url.path).endswith("/chat/completions"):
-            self._sent[id(request)] = time.perf_counter()
+            self._sent[id(request)] = _clock.now()
 
     async def on_response(self, response: Any) -> None:
         # A non-streamed completion's headers come with its body, once it is fully decoded.
         sent = self._sent.pop(id(response.request), None)
         if sent is not None:
-            self.spans.append((sent, time.perf_counter(), response.status_code))
+            self.spans.append((sent, _clock.now(), response.status_code))
 
     def take(self) -> list[tuple[float, float, int]]:
         spans, self.spans = sorted(self.spans), []

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
+from . import _clock
 from ._dag import Graph, ancestors, critical_path, fill_in, question_ids
 from ._events import Emitter
 from ._exceptions import DeadlineExceededError, DependencyError
@@ -47,7 +47,7 @@ async def run_graph(
     (those of questions never asked included) as soon as it is known; ``events`` is told
     each wave's plan."""
     run = _GraphRun(questions, deps, plan, execute, on_answer, events)
-    started = time.perf_counter()
+    started = _clock.now()
     with anyio.move_on_after(deadline if deadline is not None else math.inf):
         async with anyio.create_task_group() as tg:
             run.tg = tg
@@ -63,7 +63,7 @@ async def run_graph(
         for i, answer in enumerate(run.answers)
     )
     stats = RunStats(
-        wall_time=time.perf_counter() - started,
+        wall_time=_clock.now() - started,
         requests=sum(s.requests for s in run.stats),
         retries=sum(s.retries for s in run.stats),
         rate_limited=sum(s.rate_limited for s in run.stats),

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
+
+from splitter.testing import virtual_time
 
 # CI draws the same hypothesis examples every run, so a red build is a reproducible bug
 # rather than a roll of the dice; local runs keep exploring new ones.
@@ -15,8 +19,13 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str | tuple[str, dict[str, Any]]]:
+    """Each backend in turn; on virtual time for tests marked ``virtual_time``."""
+    if request.node.get_closest_marker("virtual_time") is None:
+        yield str(request.param)
+        return
+    with virtual_time(request.param) as backend:
+        yield backend
 
 
 @pytest.fixture(params=["inprocess", "server"])

@@ -27,7 +27,9 @@ from splitter._aggregate import batch_key
 from splitter.sim import PROFILES, SimLimits, SimService, answer_tag, serve
 from splitter.testing import open_sim_client
 
-pytestmark = pytest.mark.anyio
+# Async tests run on virtual time: the windows, sleeps and latencies below are exact, so the
+# order of arrivals they arrange holds however busy the machine is.
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 MODEL = "gpt-4o-mini"
 WINDOW_MS = 50.0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from splitter.sim import SimService, serve
@@ -32,8 +34,9 @@ def test_snippets_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         async def run_all() -> None:
             for source in snippets:
                 code = compile(source, str(doc), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-                result = eval(code, namespace)
-                if result is not None:
-                    await result
+                if code.co_flags & inspect.CO_COROUTINE:
+                    await eval(code, namespace)
+                else:  # as in a script: no event loop running (it may start its own)
+                    await anyio.to_thread.run_sync(eval, code, namespace)
 
         anyio.run(run_all)

@@ -44,10 +44,11 @@ async def many_single_calls(
     return replies
 
 
+@pytest.mark.virtual_time
 async def test_passthrough_calls_wait_for_the_budget_instead_of_drawing_429s() -> None:
-    service = SimService("instant", time_scale=0.01, limits=SimLimits(rpm=60))
-    # The limits are learned from the first response's headers (a simulated minute is 0.6 s,
-    # so Limits(rpm=60), in real minutes, would not fit this service).
+    """120 calls at RPM 60, on virtual time: the budget spreads them, (almost) no 429."""
+    service = SimService("instant", limits=SimLimits(rpm=60))
+    # The limits are learned from the first response's headers.
     replies = await many_single_calls(service, Policy(retry=FAST), 120, warm_up=True)
     assert len(replies) == 120
     assert None not in replies
@@ -55,9 +56,11 @@ async def test_passthrough_calls_wait_for_the_budget_instead_of_drawing_429s() -
     assert rejected <= 1, f"{rejected} of {len(service.log)} requests were 429"
 
 
+@pytest.mark.virtual_time
 async def test_without_the_budget_the_same_calls_storm() -> None:
-    """The contrast: with the budget off, the same 120 calls draw a 429 storm."""
-    service = SimService("instant", time_scale=0.01, limits=SimLimits(rpm=60))
+    """The contrast: with the budget off, the same 120 calls draw a 429 storm (on virtual
+    time, so they arrive together however busy the machine is)."""
+    service = SimService("instant", limits=SimLimits(rpm=60))
     policy = Policy(limits=Limits(enforce=False), retry=RetryPolicy(max_attempts=2))
     await many_single_calls(service, policy, 120, warm_up=True)
     assert sum(r.status == 429 for r in service.log) > 30

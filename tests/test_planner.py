@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
@@ -213,13 +212,12 @@ def test_explain_lists_every_candidate_and_marks_the_choice() -> None:
     assert "why:" in text
 
 
-def test_planning_a_thousand_questions_is_fast() -> None:
-    """1,000 questions plan in well under a second (the bench measures the 10 ms target)."""
+def test_a_thousand_questions_plan_into_groups_holding_each_once() -> None:
+    """1,000 questions are planned, each in exactly one group. (How fast is a claim about
+    real time: bench/planner_speed.py measures it against its 10 ms target.)"""
     items = [PlanItem(i, 20, 50 + i % 200) for i in range(1000)]
-    started = time.perf_counter()
     plan = plan_wave(items, estimate=GPU, budget=AMPLE, concurrency=64, policy=Policy())
-    assert time.perf_counter() - started < 1.0
-    assert sum(len(g.indexes) for g in plan.chosen.groups) == 1000
+    assert sorted(i for g in plan.chosen.groups for i in g.indexes) == list(range(1000))
 
 
 @pytest.mark.parametrize(

@@ -19,13 +19,14 @@ from the caller's loop, but never from both at once (nothing here is locked).
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING
 
 import anyio
+
+from splitter import _clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -36,6 +37,11 @@ __all__ = ["Engine", "SeqState", "Sequence"]
 
 # Progress is floating point; a sequence this close to a token boundary has reached it.
 _EPS = 1e-6
+# An event this close (simulated seconds) is due now, and so is one closer than the clock
+# can express (a few units in the last place of its reading, divided by the time scale): a
+# virtual clock moves only by the wait asked of it, and a waiter must never ask for a step
+# the clock cannot take, or it would wait for it forever.
+_DUE = 1e-9
 
 
 class SeqState(Enum):
@@ -77,12 +83,13 @@ class Engine:
         profile: Profile,
         *,
         time_scale: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = _clock.now,
     ) -> None:
         """``clock`` returns real seconds; simulated time is real time / ``time_scale``.
 
-        The default is ``time.monotonic`` rather than ``anyio.current_time``: trio's clock
-        restarts at a random offset in every run, and an engine outlives event loops.
+        The default is splitter's clock (``time.monotonic``, or the virtual time of a
+        ``splitter.testing`` run) rather than ``anyio.current_time``: trio's clock restarts
+        at a random offset in every run, and an engine outlives event loops.
         """
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
@@ -211,10 +218,11 @@ class Engine:
         return self._sim_now + max(0.0, n - seq.produced) / rate
 
     def _advance(self, now: float) -> None:
+        due = max(_DUE, 4 * math.ulp(self._clock()) / self.time_scale)
         # Each pass fires exactly one event, so the loop always terminates.
         while True:
             at, seq = self._next_event()
-            if seq is None or at > now:
+            if seq is None or at > now + due:
                 self._progress(now)
                 return
             self._progress(at)

@@ -75,6 +75,7 @@ def serve(service: SimService, *, host: str = "127.0.0.1", port: int = 0) -> Ite
 
 
 def _wait_started(server: object, thread: threading.Thread) -> None:
+    # A real thread starting, waited for with real sleeps: real time, not splitter's clock.
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while not getattr(server, "started", False):
         if not thread.is_alive():

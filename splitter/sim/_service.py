@@ -12,7 +12,8 @@ headers, and a body or a stream, or an instruction to drop the connection), and 
 
 Times: simulated seconds are multiplied by ``time_scale`` into real waits; everything reported
 to clients (retry-after, reset headers, processing ms) is real time. ``RequestRecord`` times
-come from the service clock, ``time.monotonic`` unless another clock is injected.
+come from the service clock: splitter's clock (``time.monotonic``, or the virtual time of
+a ``splitter.testing`` run) unless another clock is injected.
 
 A service may serve the caller's event loop (in-process door) or the uvicorn thread's loop
 (``serve``), but not both at once: its state is not locked.
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import openai
 
+from splitter import _clock
 from splitter.sim import _wire
 from splitter.sim._answers import (
     answer_prompt,
@@ -102,7 +104,7 @@ _FAULT_ERRORS: dict[FaultKind, tuple[int, str, str | None, str]] = {
 class RequestRecord:
     """What happened to one HTTP request; appended to ``SimService.log`` when it ends.
 
-    ``arrived``/``finished`` are the service clock's real seconds (``time.monotonic`` by
+    ``arrived``/``finished`` are the service clock's real seconds (splitter's clock by
     default). ``status`` is 0 when the connection was dropped before a complete response, and
     499 when the client went away first.
     """
@@ -193,7 +195,7 @@ class SimService:
         faults: Faults | None = None,
         default_answer_tokens: int = 50,
         seed: int = 0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = _clock.now,
         scripted: Mapping[str, str] | None = None,
         api_key: str | None = None,
     ) -> None:
