@@ -106,7 +106,9 @@ def _new(policy: Policy, fingerprint: str) -> Endpoint:
     else:
         from ._budget import MemoryBudget
 
-        budget = MemoryBudget(rpm=limits.rpm, tpm=limits.tpm, burst=limits.burst)
+        budget = MemoryBudget(
+            rpm=limits.rpm, tpm=limits.tpm, burst=limits.burst, slow_start=limits.slow_start
+        )
     service = ServiceModel(policy.prior)
     return Endpoint(
         service=service,

@@ -457,14 +457,18 @@ class _Run:
                 )
             if isinstance(exc, QuotaExceededError) or exc.status_code in _BATCH_WIDE_STATUS:
                 self._stop(exc)
-        elif isinstance(exc, APIConnectionError) and not self.endpoint.answered:
-            self._stop(
-                APIConnectionError(
-                    f"{self.base_url} has never answered ({exc}); check the base URL and that "
-                    "the server is up (connection errors are retried only once an endpoint "
-                    "has answered)"
+        else:
+            if budget is not None and reservation is not None:
+                with anyio.CancelScope(shield=True):
+                    await budget.settle(reservation, {}, lost=True)
+            if isinstance(exc, APIConnectionError) and not self.endpoint.answered:
+                self._stop(
+                    APIConnectionError(
+                        f"{self.base_url} has never answered ({exc}); check the base URL and "
+                        "that the server is up (connection errors are retried only once an "
+                        "endpoint has answered)"
+                    )
                 )
-            )
 
     def _stop(self, error: SplitterError) -> None:
         if self.fatal is None:

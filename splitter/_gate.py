@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+import anyio
 import openai
 
 from ._budget import Kind
@@ -99,6 +100,11 @@ async def _attempt(
                     reservation, error.rate_headers, limited=limited, retry_after=error.retry_after
                 )
             raise error from exc
+        except BaseException:
+            if budget is not None and reservation is not None:
+                with anyio.CancelScope(shield=True):
+                    await budget.settle(reservation, {}, lost=True)
+            raise
     finally:
         if slots is not None:
             slots.release()

@@ -52,7 +52,13 @@ class Limits(_Config):
     )
     adaptive: bool = Field(
         True,
-        description="Halve concurrency on 429s, overload and timeouts; regrow it one by one.",
+        description="Halve concurrency on overload (503/529) and timeouts; regrow it one by one.",
+    )
+    slow_start: bool = Field(
+        True,
+        description="While nothing is known of an endpoint's limits, open in waves of 1, 2, "
+        "4, ... requests 0.1 s apart (False: send at once; for a server you know is "
+        "unlimited, or tests that time requests sent together).",
     )
     shared: SharedBudget | None = Field(
         None, description="Share the budget with other processes through Redis."

@@ -20,10 +20,17 @@ import anyio
 import openai
 
 from . import _virtual
+from ._endpoint import forget_endpoints
 from ._questions import BatchResult
 from .sim import SimService, answer_tag, serve
 
-__all__ = ["assert_answers_match", "open_sim_client", "run_virtual", "virtual_time"]
+__all__ = [
+    "assert_answers_match",
+    "forget_endpoints",
+    "open_sim_client",
+    "run_virtual",
+    "virtual_time",
+]
 
 Door = Literal["inprocess", "server"]
 Backend = _virtual.Backend
@@ -69,8 +76,13 @@ def virtual_time(backend: Backend = "asyncio") -> Iterator[tuple[str, dict[str, 
     threads takes none. The simulator must be reached in-process (``open_sim_client``'s
     default door, ``SimService.async_client``).
     """
-    with _virtual.virtual_backend(backend) as chosen:
-        yield chosen
+    # What endpoints learned on another timeline would be read on this one: start afresh.
+    forget_endpoints()
+    try:
+        with _virtual.virtual_backend(backend) as chosen:
+            yield chosen
+    finally:
+        forget_endpoints()
 
 
 def run_virtual(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from splitter.testing import virtual_time
+from splitter.testing import forget_endpoints, virtual_time
 
 # CI draws the same hypothesis examples every run, so a red build is a reproducible bug
 # rather than a roll of the dice; local runs keep exploring new ones.
@@ -32,3 +32,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str | tuple[str, d
 def door(request: pytest.FixtureRequest) -> str:
     """Which door of the simulated service a test reaches it through."""
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_endpoints() -> Iterator[None]:
+    """Each test starts with nothing learned: endpoints are process-wide, and a loopback
+    port (so a base URL) may be reused by the next test's server."""
+    forget_endpoints()
+    yield
+    forget_endpoints()

@@ -68,7 +68,8 @@ async def test_a_minute_of_rpm_a_deadline_and_a_window_take_no_real_time() -> No
     # Aggregation: a call 4 s after the first joins its 10 s window: both are sent at 10 s.
     service = SimService("gpt-4o-mini", default_answer_tokens=5)
     async with service.async_client(max_retries=0) as client:
-        splitter = Splitter(client, model="sim", policy=Policy(aggregate_window_ms=10_000))
+        policy = Policy(aggregate_window_ms=10_000, limits=Limits(slow_start=False))
+        splitter = Splitter(client, model="sim", policy=policy)
         start = anyio.current_time()
 
         async def ask(question: str, after: float) -> None:

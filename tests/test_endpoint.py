@@ -9,16 +9,11 @@ import pytest
 
 import splitter
 from splitter import Limits, Policy, Splitter
-from splitter._endpoint import endpoint_for, forget_endpoints
+from splitter._endpoint import endpoint_for
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _fresh_endpoints() -> None:
-    forget_endpoints()
 
 
 def _peak_in_flight(service: SimService) -> int:

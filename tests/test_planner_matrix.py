@@ -40,12 +40,6 @@ matrix = _bench()
 _MISPREDICTED = {
     "serial/300ms/500t/ample/n5": "the fit takes a serial server (beta 1) for one slot with a "
     "7.7 s ttft0 after calibration; predicts 168 s for 51 s",
-    "llama-cpp-cpu/300ms/5t/ample/n20": "the least-squares fit (tpot1 39 ms, beta 0.25; true "
-    "27 ms, 0.42) over-predicts 20 five-token answers over 5 slots by 11%",
-    "gpt-4o-mini/300ms/50t/tpm/n5": "the predicted TPM pacing wait (107 s) exceeds the "
-    "budget's measured one (97 s) by 11%",
-    "gpt-4o-mini/5ms/500t/tpm/n5": "the predicted TPM pacing wait exceeds the measured one "
-    "by 10.4%",
 }
 
 

@@ -12,7 +12,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from splitter import Policy, Splitter, _clock
+from splitter import Limits, Policy, Splitter, _clock
 from splitter.sim import PROFILES, SimService
 from splitter.testing import assert_answers_match, open_sim_client, run_virtual, virtual_time
 
@@ -48,7 +48,9 @@ async def test_ask_many_takes_exactly_the_profiles_latency() -> None:
     profile = PROFILES["gpt-4o-mini"]
     service = SimService(profile, time_scale=1)
     async with open_sim_client(service, max_retries=0) as client:
-        splitter = Splitter(client, model="sim", policy=Policy(strategy="fanout"))
+        splitter = Splitter(
+            client, model="sim", policy=Policy(strategy="fanout", limits=Limits(slow_start=False))
+        )
         start = anyio.current_time()
         result = await splitter.aask_many([f"Question {i}: about {i}? [len=40]" for i in range(5)])
         wall = anyio.current_time() - start

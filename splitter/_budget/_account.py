@@ -51,6 +51,7 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
 _RESET_ROUNDING = 0.0005
 _RECENT_SENDS = 8
+_OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
 
 
@@ -69,24 +70,29 @@ class Limit:
 
     stated: float | None = None  # per minute, as the user stated it
     burst: float = 1.0  # fraction of a stated minute that may go at once
-    booked: float = 0.0  # everything this account has sent, ever
-    # The service's last word: remaining at the reading, counted after `mark` was booked.
+    booked: float = 0.0  # everything this account has sent, ever (names each request)
+    # The service's last word: what remained when it read the limit for some request.
     limit: float | None = None
     remaining: float | None = None
     read_at: float = 0.0
     reset_at: float = 0.0  # when capacity is back, at the latest (read on receipt)
     reset_lo: float = 0.0  # ... at the earliest (read as if made when the request left)
-    mark: float = 0.0
     refill: float | None = None  # continuous refill seen (a token bucket), per second
     refill_low: float = 0.0
     refill_high: float = math.inf
     full_at_reset: bool = False  # after a reset the window was whole again (fixed window)
     no_reset_wait: float = 1.0  # a window's length, where the service tells no reset
+    longest_reset: float = 0.0
+    deficit_rate: float | None = None  # (limit - remaining) / reset of the latest reading
     rolled: bool = False  # the reset passed; this reading is our own assumption
     probing: bool = False  # after a reset: one request may go, to read what came back
     # A stated limit's pacer: a GCRA bucket.
     level: float = 0.0
     at: float = 0.0
+    # Requests sent and not answered yet: [name, amount, sent at]. A reading may not have
+    # counted them (requests overtake each other on the way), so they are kept off the
+    # room until their own answer comes.
+    out: list[list[float]] = field(default_factory=list)
 
     # -- the service's word -------------------------------------------------------------
 
@@ -97,10 +103,19 @@ class Limit:
         self._roll(now)
         if self.probing:
             return math.inf
-        have = self.remaining
-        if self.refill is not None:
-            have = min(self.limit, have + self.refill * HEADROOM * max(0.0, now - self.read_at))
-        return have - (self.booked - self.mark)
+        return self._level(now) - self.pending()
+
+    def _level(self, now: float) -> float:
+        """The service's remaining as of its last word, refilled since where it refills."""
+        if self.remaining is None or self.limit is None:
+            return math.inf
+        if self.refill is None:
+            return self.remaining
+        refilled = self.refill * HEADROOM * max(0.0, now - self.read_at)
+        return min(self.limit, self.remaining + refilled)
+
+    def pending(self) -> float:
+        return sum(amount for _, amount, _ in self.out)
 
     def room_wait(self, amount: float, now: float) -> float:
         """Seconds until the service's word lets ``amount`` go (0: now; inf: never alone)."""
@@ -126,19 +141,23 @@ class Limit:
             # One request, whatever its size, may go to read the new state (a sliding log
             # frees a slot at a time).
             self.probing, self.read_at, self.reset_at = True, now, later
-        self.mark, self.rolled = self.booked, True
+        self.rolled = True
 
     def read(
         self,
         limit: float | None,
         remaining: float,
         reset: float | None,
-        mark: float,
         sent_at: float,
         now: float,
     ) -> None:
-        """Take one reading, made by the service between ``sent_at`` and ``now`` when it
-        counted the booking ``mark``."""
+        """Take one reading, made by the service between ``sent_at`` and ``now``.
+
+        Inside one window the service's remaining only falls, so the lowest reading is its
+        latest state, whatever order the responses came back in: a reading is taken only
+        if it leaves less room (where the service refills, the refill since is added to
+        the reading taken). Requests still on their way are kept off the room either way.
+        """
         limit = max(self.limit or 0.0, limit or remaining + 1)
         told = reset is not None
         if reset is None:
@@ -146,9 +165,13 @@ class Limit:
             # retry-after seen, or a second at first, when one request goes to look.
             reset = self.no_reset_wait
         lo, hi = sent_at + reset, now + reset
+        if told:
+            self.longest_reset = max(self.longest_reset, reset)
+            if limit - remaining >= 1 and reset > 0:
+                self.deficit_rate = max(1.0, limit - remaining - 1) / (reset + _RESET_ROUNDING)
         if self.remaining is None or (not self.rolled and sent_at >= self.reset_lo):
             # The first reading, or one from a window after the last one's: all news.
-            self._adopt(limit, remaining, mark, now)
+            self._adopt(limit, remaining, now)
             self.reset_lo, self.reset_at = lo, hi
         else:
             trusted = False
@@ -156,7 +179,7 @@ class Limit:
                 # After a probe only one request was out: its reading is the news. After a
                 # whole window came back, many were, and responses overtake each other.
                 trusted = not self.full_at_reset
-                self.full_at_reset = remaining + (mark - self.mark) >= limit - 1
+                self.full_at_reset = remaining + self.pending() >= limit - 1
                 self.reset_lo, self.reset_at, self.rolled = lo, hi, False
             elif told and self.refill is None and lo > self.reset_at + 0.01:
                 # The reset moved later as we spent: a token bucket. The reading before
@@ -167,15 +190,13 @@ class Limit:
                     self._learn_refill(self.limit, self.remaining, before)
             else:
                 self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
-            # Inside one window a reading may be older than what we know (responses
-            # overtake each other): only one that leaves less room is taken.
-            if trusted or remaining - (self.booked - mark) < self.room(now):
-                self._adopt(limit, remaining, mark, now)
+            if trusted or self.remaining is None or remaining < self._level(now):
+                self._adopt(limit, remaining, now)
         if told and self.refill is not None and reset:
             self._learn_refill(limit, remaining, reset)
 
-    def _adopt(self, limit: float, remaining: float, mark: float, now: float) -> None:
-        self.limit, self.remaining, self.mark, self.read_at = limit, remaining, mark, now
+    def _adopt(self, limit: float, remaining: float, now: float) -> None:
+        self.limit, self.remaining, self.read_at = limit, remaining, now
         self.rolled = self.probing = False
 
     def _learn_refill(self, limit: float, remaining: float, reset: float) -> None:
@@ -196,6 +217,20 @@ class Limit:
             self.refill_low = max(self.refill_low, low)
             self.refill_high = min(self.refill_high, high)
         self.refill = self.refill_low
+
+    def planning_rate(self) -> float | None:
+        """What the planner may count on per second over the long run (None: no limit).
+
+        A refill seen is exact. Before one is seen, a reading bounds it two ways, and the
+        lower is taken: the deficit over the reset (exact for a token bucket), and the limit
+        over the longest reset seen (about a window's length for a fixed window).
+        """
+        if self.refill:
+            return min(self.refill, self.pace or math.inf)
+        rates = [r for r in (self.pace, self.deficit_rate) if r]
+        if self.limit is not None and self.remaining is not None:
+            rates.append(self.limit / max(self.longest_reset, self.no_reset_wait))
+        return min(rates) if rates else None
 
     # -- a stated limit's pacer -----------------------------------------------------------
 
@@ -221,13 +256,19 @@ class Limit:
 
     def take(self, amount: float, now: float) -> None:
         if self.probing:  # that request takes the room the probe opened, no more
-            self.probing, self.remaining, self.mark = False, amount, self.booked
+            self.probing, self.remaining = False, self.pending() + amount
         elif self.refill is not None and self.remaining is not None:
             # A bucket holds at most its limit at any moment: fold the refill in as we go.
-            self.remaining, self.mark, self.read_at = self.room(now), self.booked, now
+            self.remaining, self.read_at = self._level(now), now
         self.booked += amount
+        # A request that was never answered (cancelled, lost) stops counting after a while.
+        self.out = [o for o in self.out if now - o[2] < _OUTSTANDING_FOR]
+        self.out.append([self.booked, amount, now])
         if self.pace is not None:
             self.level, self.at = self.pacer_level(now) - amount, now
+
+    def answered(self, mark: float) -> None:
+        self.out = [o for o in self.out if o[0] != mark]
 
     def give(self, amount: float, now: float) -> None:
         if self.pace is not None:
@@ -311,8 +352,10 @@ class Account:
     evidence: bool = False  # any rate header, stated limit or 429 seen
 
     @classmethod
-    def new(cls, *, rpm: int | None, tpm: int | None, burst: float, now: float) -> Account:
-        account = cls()
+    def new(
+        cls, *, rpm: int | None, tpm: int | None, burst: float, now: float, slow_start: bool = True
+    ) -> Account:
+        account = cls(evidence=not slow_start)
         account.state(rpm=rpm, tpm=tpm, burst=burst, now=now)
         return account
 
@@ -320,16 +363,18 @@ class Account:
         return self.requests if kind == "requests" else self.tokens
 
     def state(self, *, rpm: int | None, tpm: int | None, burst: float, now: float) -> None:
-        """Stated limits (per minute): the pacer starts with one request's room, not a
-        burst, and tokens with a full ``burst`` share."""
+        """Stated limits (per minute): requests start with one second's worth of room, not
+        a burst, and tokens with a full ``burst`` share."""
         for limit, stated in ((self.requests, rpm), (self.tokens, tpm)):
             if stated is None or stated == limit.stated:
                 continue
             first = limit.stated is None
             limit.stated, limit.burst = float(stated), burst
             if first:
-                start = 1.0 if limit is self.requests else limit.capacity()
-                limit.level, limit.at = start, now
+                # A stated RPM is a long-run rate, not a promise that the service takes a
+                # sixth of a minute at once: requests open with one second's worth.
+                start = max(1.0, stated / 60) if limit is self.requests else limit.capacity()
+                limit.level, limit.at = min(start, limit.capacity()), now
         self.evidence = self.evidence or rpm is not None or tpm is not None
 
     # -- booking --------------------------------------------------------------------------
@@ -361,6 +406,11 @@ class Account:
         """Return ``tokens`` of a request's booking (what it did not use, or all of it)."""
         self.tokens.give(tokens, now)
 
+    def lost(self, ticket: Ticket) -> None:
+        """``ticket``'s request is no longer on its way (answered, or never will be)."""
+        for kind in KINDS:
+            self.limit(kind).answered(ticket.marks[kind])
+
     def _slow_start_wait(self, now: float) -> float:
         if self.evidence or self.started is None:
             return 0.0
@@ -373,6 +423,7 @@ class Account:
 
     def accepted(self, ticket: Ticket, headers: Mapping[str, str], now: float) -> None:
         """A response that was not a 429, with its headers (maybe none)."""
+        self.lost(ticket)
         self._read(ticket, headers, now)
         self.probe.accepted(now)
 
@@ -385,6 +436,7 @@ class Account:
         now: float,
     ) -> None:
         """A 429 for ``ticket``'s request."""
+        self.lost(ticket)
         self.evidence = True
         if retry_after is not None:
             self.limit(kind).no_reset_wait = max(self.limit(kind).no_reset_wait, retry_after)
@@ -409,7 +461,7 @@ class Account:
                 continue
             limit = parse_count(headers.get(f"x-ratelimit-limit-{kind}"))
             reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
-            self.limit(kind).read(limit, remaining, reset, ticket.marks[kind], ticket.at, now)
+            self.limit(kind).read(limit, remaining, reset, ticket.at, now)
             told = self.evidence = True
         return told
 
@@ -419,12 +471,10 @@ class Account:
         for kind in KINDS:
             limit = self.limit(kind)
             room = min(limit.room(now), limit.pacer_level(now))
-            rate = limit.refill or limit.pace
+            rate = limit.planning_rate()
             if kind == "requests" and self.probe.rate is not None:
                 rate = min(rate or math.inf, self.probe.rate)
                 room = min(room, 1.0)
-            if rate is None and limit.remaining is not None and limit.reset_at > now:
-                rate = (limit.limit or 0) / max(limit.reset_at - limit.read_at, 1e-3)
             out[f"remaining_{kind}"] = None if math.isinf(room) else max(room, 0.0)
             out[f"{kind}_per_second"] = rate
         cap = self.tokens.limit or (self.tokens.capacity() if self.tokens.stated else None)

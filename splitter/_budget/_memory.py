@@ -34,13 +34,16 @@ class MemoryBudget:
         rpm: int | None = None,
         tpm: int | None = None,
         burst: float = 1.0,
+        slow_start: bool = True,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self._clock = clock if clock is not None else _clock.now
         self._sleep = sleep
         self._lock = threading.Lock()
-        self.account = Account.new(rpm=rpm, tpm=tpm, burst=burst, now=self._clock())
+        self.account = Account.new(
+            rpm=rpm, tpm=tpm, burst=burst, now=self._clock(), slow_start=slow_start
+        )
 
     async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation:
         told = on_wait is None
@@ -63,10 +66,14 @@ class MemoryBudget:
         used_tokens: int | None = None,
         limited: Kind | None = None,
         retry_after: float | None = None,
+        lost: bool = False,
     ) -> None:
         with self._lock:
             now = self._clock()
             ticket = reservation.ticket
+            if lost:
+                self.account.lost(ticket)
+                return
             if limited is not None:
                 self.account.rejected(ticket, limited, retry_after, headers, now)
                 return

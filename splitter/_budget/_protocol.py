@@ -45,9 +45,11 @@ class Budget(Protocol):
         used_tokens: int | None = None,
         limited: Kind | None = None,
         retry_after: float | None = None,
+        lost: bool = False,
     ) -> None:
         """``limited``: the request was answered 429 for that limit. ``used_tokens``: what
-        a successful request used (None: keep the whole booking)."""
+        a successful request used (None: keep the whole booking). ``lost``: no response
+        came (a connection error, a timeout, a cancellation): nothing to learn."""
 
     def state_limits(self, *, rpm: int | None, tpm: int | None, burst: float) -> None:
         """Limits the user stated (per minute); the stricter of two statements holds."""

@@ -50,6 +50,7 @@ class RedisBudget:
         self._config = config
         self.key = f"{config.namespace}:budget:{fingerprint}"
         self._stated = (limits.rpm, limits.tpm, limits.burst)
+        self._slow_start = limits.slow_start
         self._client = redis.Redis.from_url(
             config.url, socket_timeout=config.timeout, socket_connect_timeout=config.timeout
         )
@@ -95,6 +96,7 @@ class RedisBudget:
         used_tokens: int | None = None,
         limited: Kind | None = None,
         retry_after: float | None = None,
+        lost: bool = False,
     ) -> None:
         ticket = reservation.ticket
         if ticket.marks.get("local"):  # booked on the outage budget: settled there, if alive
@@ -106,10 +108,14 @@ class RedisBudget:
                 used_tokens=used_tokens,
                 limited=limited,
                 retry_after=retry_after,
+                lost=lost,
             )
             return
 
         def change(account: Account, now: float) -> None:
+            if lost:
+                account.lost(ticket)
+                return
             if limited is not None:
                 account.rejected(ticket, limited, retry_after, headers, now)
                 return

@@ -113,14 +113,17 @@ async def test_a_token_bucket_is_recognised_by_a_reset_that_moves_later() -> Non
 
 
 async def test_a_reading_overtaken_by_a_newer_one_never_adds_room() -> None:
-    """Responses arrive out of order: an older reading that shows more room is not taken."""
+    """Responses arrive out of order: in a window the lowest reading is the service's
+    latest state, and requests still on their way are kept off the room."""
     clock = Clock()
     budget = _budget(clock)
-    tickets = [await budget.acquire(1) for _ in range(1)]
-    await budget.settle(tickets[0], _window(10, 9, "10s"))
+    await budget.settle(await budget.acquire(1), _window(10, 9, "10s"))
     late = [await budget.acquire(1) for _ in range(3)]
-    await budget.settle(late[2], _window(10, 6, "10s"))  # counted in the order sent
-    await budget.settle(late[0], _window(10, 8, "10s"))  # arrives last, says more
+    await budget.settle(late[2], _window(10, 6, "10s"))  # counted last, answered first
+    assert budget.snapshot().remaining_requests == pytest.approx(6 - 2)
+    await budget.settle(late[0], _window(10, 8, "10s"))  # an older state: not taken
+    assert budget.snapshot().remaining_requests == pytest.approx(6 - 1)
+    await budget.settle(late[1], _window(10, 7, "10s"))
     assert budget.snapshot().remaining_requests == pytest.approx(6)
 
 
