@@ -55,6 +55,8 @@ error answer) and lost (neither, which must be 0). Wall time runs from just befo
 ``--redis``: instead, 4 cold processes ask N / 4 questions each at once, sharing one budget
 through a fresh redis-server (``Limits(shared=SharedBudget(url=...))``), against
 fixed-10/2s and leaky-5r/s. ``--quick``: 20 questions, 2 cells (openai-120rpm, leaky-5r/s).
+``--strategy fanout`` sends one request per question (the budget alone, N requests);
+the default ``auto`` is splitter's default policy, which merges under tight limits.
 ``--json PATH`` writes every number and every request's send time and status; ``--plot PATH``
 (matplotlib, the ``bench`` extra) draws, for fixed-10/2s and nginx-5r/s when they ran, the
 achieved request rate over time against the limiter's rate, 429s marked.
@@ -184,7 +186,7 @@ async def _ask(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["redis"]:
         shared = splitter.SharedBudget(url=spec["redis"], namespace=spec["namespace"])
     limits = splitter.Limits(rpm=spec["rpm"], shared=shared)
-    policy = splitter.Policy(limits=limits)
+    policy = splitter.Policy(limits=limits, strategy=spec.get("strategy", "auto"))
     questions = [f"What is {i} + {i}?" for i in range(spec["first"], spec["first"] + spec["n"])]
     async with openai.AsyncOpenAI(
         base_url=spec["base_url"], api_key="sk-bench", max_retries=0, http_client=http_client
@@ -303,7 +305,9 @@ def _run_workers(specs: list[dict[str, Any]], timeout: float) -> list[dict[str, 
     return outcomes
 
 
-def run_cell(cell: Cell, n: int, workers: int, redis_url: str | None) -> CellResult:
+def run_cell(
+    cell: Cell, n: int, workers: int, redis_url: str | None, strategy: str = "auto"
+) -> CellResult:
     """Start the cell's servers, run its client process(es), and summarise their records."""
     from nginx_support import NginxLimiter
 
@@ -329,6 +333,7 @@ def run_cell(cell: Cell, n: int, workers: int, redis_url: str | None) -> CellRes
                 "rpm": told,
                 "redis": redis_url,
                 "namespace": f"bench-{cell.name}-{time.time_ns()}",
+                "strategy": strategy,
             }
             for i in range(workers)
         ]
@@ -426,6 +431,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=None, help=f"questions (default {DEFAULT_N})")
     parser.add_argument("--cells", default=None, help="comma-separated cell names to run")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_N} questions, 2 cells")
+    parser.add_argument(
+        "--strategy",
+        choices=("auto", "fanout"),
+        default="auto",
+        help="auto (the default policy; it may merge, so fewer requests) or fanout (one "
+        "request per question: the budget alone)",
+    )
     parser.add_argument("--redis", action="store_true", help=f"{WORKERS} processes, one budget")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     parser.add_argument("--plot", type=Path, default=None, metavar="PATH")
@@ -462,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             redis = RedisServer()
             redis.start()
         try:
-            result = run_cell(cell, n, workers, redis.url if redis else None)
+            result = run_cell(cell, n, workers, redis.url if redis else None, args.strategy)
         finally:
             if redis is not None:
                 redis.kill()

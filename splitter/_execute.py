@@ -413,8 +413,10 @@ class _Run:
             request, attempt = told
             on_wait = None if request is None else functools.partial(self._rate_wait, request)
             reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
-            if self.fatal is not None:
-                raise _Stopped  # met by another request while this one waited
+            if self._stopped():  # met by another request while this one waited
+                if budget is not None and reservation is not None:
+                    await budget.settle(reservation, {}, lost=True)
+                raise _Stopped
             self.counters.requests += 1
             if request is not None:
                 self._request_started(request, attempt, reserve)
@@ -469,6 +471,9 @@ class _Run:
                         "endpoint has answered)"
                     )
                 )
+
+    def _stopped(self) -> bool:
+        return self.fatal is not None
 
     def _stop(self, error: SplitterError) -> None:
         if self.fatal is None:

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -179,6 +180,9 @@ class ServiceModel:
         self._log_ratio = 0.0  # decayed sum of log(measured / prior-predicted)
         self._ratio_weight = 0.0
         self.observations = 0
+        # What the endpoint's budget learned about its rate limits (Splitter.service_model
+        # fills it in), so a saved model starts a new process knowing them too.
+        self.limits: dict[str, Any] = {}
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
 
@@ -339,6 +343,7 @@ class ServiceModel:
                 "ratio": [self._log_ratio, self._ratio_weight],
                 "observations": self.observations,
                 "prior": self.prior.model_dump(),
+                "limits": self.limits,
             }
         )
 
@@ -359,6 +364,7 @@ class ServiceModel:
         model._fit_includes_rtt = data["fit_includes_rtt"]
         model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
         model.observations = int(data["observations"])
+        model.limits = dict(data.get("limits") or {})
         return model
 
     def save(self, path: str | Path) -> None:

@@ -663,13 +663,17 @@ class Splitter:
     def service_model(self, model: str | None = None) -> ServiceModel:
         """What has been learned about this client's service for ``model`` (save it with
         ``.save(path)``; bring it back with :meth:`use_service_model`)."""
-        return self._endpoint(self._client, self._model(model)).service
+        endpoint = self._endpoint(self._client, self._model(model))
+        endpoint.service.limits = endpoint.budget.learned()
+        return endpoint.service
 
     def use_service_model(self, service: ServiceModel, model: str | None = None) -> None:
         """Start from a saved service model instead of the policy's prior."""
         endpoint = self._endpoint(self._client, self._model(model))
         endpoint.service = service
         endpoint.meter = InFlightMeter(service.slot_candidates)
+        if service.limits:
+            endpoint.budget.teach(service.limits)
 
     def _endpoint(self, client: openai.AsyncOpenAI | openai.OpenAI | None, model: str) -> Endpoint:
         base_url = _base_url(client)

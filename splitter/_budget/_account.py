@@ -3,13 +3,14 @@
 One :class:`Account` per endpoint holds, for requests and for tokens, a :class:`Limit`:
 
 * **The service's own word** (``x-ratelimit-{limit,remaining,reset}-*``), taken as what it
-  says whatever the window's length: ``remaining`` can go now (less what we sent after
-  the request that reading answered), and capacity is back at ``reset``. What comes back
-  at a reset is learned, not assumed: a service whose ``remaining`` rises inside a window
-  refills continuously (a token bucket: OpenAI), so it refills at the rate its ``reset``
-  implies; one that is full again after a reset is a fixed window; for anything else a
-  reset lets one request through to read the new state (a sliding log frees one slot at a
-  time).
+  says whatever the window's length: ``remaining`` can go now, and capacity is back at
+  ``reset``. Responses overtake each other, so inside a window the lowest reading is the
+  service's latest state, and requests still on their way are kept off the room until
+  their own answer comes. What comes back at a reset is learned, not assumed: a reset that
+  moves later as we spend is a token bucket (OpenAI), refilled continuously at the rate
+  its resets imply; a service whole again after a reset is a fixed window; for anything
+  else a reset lets one request through to read the new state (a sliding log frees one
+  slot at a time).
 * **A pacer** (a GCRA bucket) at a stated limit (``Limits(rpm=...)``) or at a rate
   learned from 429s. Without any rate headers (nginx ``limit_req``), or when a 429 comes
   while the headers said there was room (Azure's 10-second sub-windows), the request rate
@@ -51,13 +52,14 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
 _RESET_ROUNDING = 0.0005
 _RECENT_SENDS = 8
+_LEARNED = ("limit", "refill", "full_at_reset", "longest_reset", "no_reset_wait", "deficit_rate")
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
 
 
 @dataclass(slots=True)
 class Ticket:
-    """What one request took: when, how much, and the running totals it was counted in."""
+    """What one request took: when, how much, and its name in each limit's count."""
 
     at: float
     tokens: float
@@ -231,6 +233,9 @@ class Limit:
         if self.limit is not None and self.remaining is not None:
             rates.append(self.limit / max(self.longest_reset, self.no_reset_wait))
         return min(rates) if rates else None
+
+    def learned(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _LEARNED}
 
     # -- a stated limit's pacer -----------------------------------------------------------
 
@@ -482,6 +487,29 @@ class Account:
         return out
 
     # -- persistence --------------------------------------------------------------------
+
+    def learned(self) -> dict[str, Any]:
+        """What was learned about the service's limits, without any moment in it (so it
+        holds in another process, on another clock): saved with the service model."""
+        out: dict[str, Any] = {k: _plain(self.limit(k).learned()) for k in KINDS}
+        out["probe"] = _plain(
+            {"rate": self.probe.rate, "low": self.probe.low, "high": self.probe.high}
+        )
+        return out
+
+    def teach(self, learned: Mapping[str, Any]) -> None:
+        """Start from what :meth:`learned` gave (another process, an earlier run)."""
+        for kind in KINDS:
+            for name, value in learned.get(kind, {}).items():
+                if name in _LEARNED and value is not None:
+                    setattr(self.limit(kind), name, _number(value))
+        probe = learned.get("probe", {})
+        if probe.get("rate") is not None:
+            self.probe.rate = float(probe["rate"])
+            self.probe.low = float(_number(probe.get("low", 0.0)))
+            self.probe.high = float(_number(probe.get("high", "inf")))
+        known = any(self.limit(k).limit is not None for k in KINDS) or self.probe.rate is not None
+        self.evidence = self.evidence or known
 
     def dump(self) -> dict[str, Any]:
         plain: dict[str, Any] = _plain(dataclasses.asdict(self))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -84,6 +85,14 @@ class MemoryBudget:
     def state_limits(self, *, rpm: int | None, tpm: int | None, burst: float) -> None:
         with self._lock:
             self.account.state(rpm=rpm, tpm=tpm, burst=burst, now=self._clock())
+
+    def learned(self) -> dict[str, Any]:
+        with self._lock:
+            return self.account.learned()
+
+    def teach(self, learned: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.account.teach(learned)
 
     def snapshot(self) -> BudgetSnapshot:
         with self._lock:

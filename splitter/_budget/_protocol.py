@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ._account import Ticket
 from ._snapshot import BudgetSnapshot
@@ -55,3 +55,9 @@ class Budget(Protocol):
         """Limits the user stated (per minute); the stricter of two statements holds."""
 
     def snapshot(self) -> BudgetSnapshot: ...
+
+    def learned(self) -> dict[str, Any]:
+        """What was learned about the limits, portable to another process (no moments)."""
+
+    def teach(self, learned: Mapping[str, Any]) -> None:
+        """Start from :meth:`learned` of an earlier run."""

@@ -136,6 +136,18 @@ class RedisBudget:
             now = self._seen_at + max(0.0, _clock.now() - self._seen_local)
             return BudgetSnapshot(**self._seen.snapshot_values(now))
 
+    def learned(self) -> dict[str, Any]:
+        with self._lock:
+            return self._seen.learned()
+
+    def teach(self, learned: Mapping[str, Any]) -> None:
+        """Called from setup code (``Splitter.use_service_model``): one blocking Redis
+        transaction, or nothing during an outage."""
+        try:
+            self._transact_sync(lambda account, now: account.teach(learned))
+        except self._outage_errors as exc:
+            self._outage(exc)
+
     # -- plumbing ------------------------------------------------------------------------
 
     _seen_local = 0.0

@@ -230,3 +230,17 @@ async def test_the_account_survives_a_round_trip_through_json() -> None:
     await _rejected(budget, sent[2])
     data = json.loads(json.dumps(budget.account.dump()))
     assert Account.load(data) == budget.account
+
+
+async def test_what_was_learned_starts_another_budget_knowing_it() -> None:
+    """A saved service model carries the limits learned (no moments): a budget taught them
+    skips slow start and paces at the rate found, in another process, on another clock."""
+    clock = Clock()
+    budget = _budget(clock)
+    sent = [await budget.acquire(1) for _ in range(3)]
+    await _rejected(budget, sent[2])  # nginx-like: the rate search begins
+    learned = json.loads(json.dumps(budget.account.learned()))
+    fresh = _budget(Clock())
+    fresh.teach(learned)
+    assert fresh.account.probe.rate == pytest.approx(budget.account.probe.rate)
+    assert fresh.account.evidence
