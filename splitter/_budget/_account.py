@@ -72,6 +72,7 @@ class Limit:
 
     stated: float | None = None  # per minute, as the user stated it
     burst: float = 1.0  # fraction of a stated minute that may go at once
+    share: float = 1.0  # of what the service allows, the part this account may use
     booked: float = 0.0  # everything this account has sent, ever (names each request)
     # The service's last word: what remained when it read the limit for some request.
     limit: float | None = None
@@ -105,7 +106,7 @@ class Limit:
         self._roll(now)
         if self.probing:
             return math.inf
-        return self._level(now) - self.pending()
+        return self._level(now) * self.share - self.pending()
 
     def _level(self, now: float) -> float:
         """The service's remaining as of its last word, refilled since where it refills."""
@@ -126,7 +127,7 @@ class Limit:
         if room >= need:
             return 0.0
         if self.refill:
-            return (need - room) / (self.refill * HEADROOM)
+            return (need - room) / (self.refill * HEADROOM * self.share)
         return max(0.0, self.reset_at - now) if self.reset_at > now else math.inf
 
     def _roll(self, now: float) -> None:
@@ -228,10 +229,12 @@ class Limit:
         over the longest reset seen (about a window's length for a fixed window).
         """
         if self.refill:
-            return min(self.refill, self.pace or math.inf)
-        rates = [r for r in (self.pace, self.deficit_rate) if r]
+            return min(self.refill * self.share, self.pace or math.inf)
+        rates = [r * self.share for r in (self.deficit_rate,) if r]
+        rates += [self.pace] if self.pace else []
         if self.limit is not None and self.remaining is not None:
-            rates.append(self.limit / max(self.longest_reset, self.no_reset_wait))
+            window = max(self.longest_reset, self.no_reset_wait)
+            rates.append(self.limit * self.share / window)
         return min(rates) if rates else None
 
     def learned(self) -> dict[str, Any]:
@@ -241,10 +244,10 @@ class Limit:
 
     @property
     def pace(self) -> float | None:
-        return self.stated / 60 * HEADROOM if self.stated else None
+        return self.stated / 60 * HEADROOM * self.share if self.stated else None
 
     def capacity(self) -> float:
-        return max(1.0, (self.stated or 0.0) * self.burst)
+        return max(1.0, (self.stated or 0.0) * self.burst * self.share)
 
     def pacer_level(self, now: float) -> float:
         pace = self.pace
@@ -358,9 +361,17 @@ class Account:
 
     @classmethod
     def new(
-        cls, *, rpm: int | None, tpm: int | None, burst: float, now: float, slow_start: bool = True
+        cls,
+        *,
+        rpm: int | None,
+        tpm: int | None,
+        burst: float,
+        now: float,
+        slow_start: bool = True,
+        share: float = 1.0,
     ) -> Account:
         account = cls(evidence=not slow_start)
+        account.requests.share = account.tokens.share = share
         account.state(rpm=rpm, tpm=tpm, burst=burst, now=now)
         return account
 
@@ -505,9 +516,10 @@ class Account:
                     setattr(self.limit(kind), name, _number(value))
         probe = learned.get("probe", {})
         if probe.get("rate") is not None:
-            self.probe.rate = float(probe["rate"])
-            self.probe.low = float(_number(probe.get("low", 0.0)))
-            self.probe.high = float(_number(probe.get("high", "inf")))
+            share = self.requests.share  # a rate found for the whole key, this part of it
+            self.probe.rate = float(probe["rate"]) * share
+            self.probe.low = float(_number(probe.get("low", 0.0))) * share
+            self.probe.high = float(_number(probe.get("high", "inf"))) * share
         known = any(self.limit(k).limit is not None for k in KINDS) or self.probe.rate is not None
         self.evidence = self.evidence or known
 

@@ -36,6 +36,7 @@ class MemoryBudget:
         tpm: int | None = None,
         burst: float = 1.0,
         slow_start: bool = True,
+        share: float = 1.0,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
@@ -43,7 +44,7 @@ class MemoryBudget:
         self._sleep = sleep
         self._lock = threading.Lock()
         self.account = Account.new(
-            rpm=rpm, tpm=tpm, burst=burst, now=self._clock(), slow_start=slow_start
+            rpm=rpm, tpm=tpm, burst=burst, now=self._clock(), slow_start=slow_start, share=share
         )
 
     async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation:

@@ -209,20 +209,14 @@ class RedisBudget:
             )
 
     def _local_share(self) -> MemoryBudget:
-        """A local budget at ``outage_share`` of the rates learned or stated so far."""
-        share = self._config.outage_share
-        with self._lock:
-            snap = self._seen.snapshot_values(self._seen_at)
+        """A local budget that uses ``outage_share`` of what the service allows: of the
+        stated limits, of what was learned, and of what its headers say remains (they
+        count every process on the key)."""
         rpm, tpm, burst = self._stated
-        per_second = snap["requests_per_second"]
-        tokens_per_second = snap["tokens_per_second"]
-        learned_rpm = per_second * 60 if per_second else rpm
-        learned_tpm = tokens_per_second * 60 if tokens_per_second else tpm
-        return _LocalShare(
-            rpm=max(1, int(learned_rpm * share)) if learned_rpm else None,
-            tpm=max(1, int(learned_tpm * share)) if learned_tpm else None,
-            burst=burst,
-        )
+        local = _LocalShare(rpm=rpm, tpm=tpm, burst=burst, share=self._config.outage_share)
+        with self._lock:
+            local.teach(self._seen.learned())
+        return local
 
 
 class _LocalShare(MemoryBudget):
