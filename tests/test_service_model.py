@@ -131,12 +131,13 @@ def test_saved_model_loads_with_what_it_learned(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.virtual_time
 async def test_cpu_engine_slots_are_learned_and_the_plan_predicted() -> None:
     """Fan-outs of 20 on the 5-slot CPU-engine profile: the model learns the slots, and
     the next batch's predicted wall time is within 25% of the measured one."""
-    scale = 0.05  # ms of client noise are 1/scale sim ms: keep it small beside the engine
-    service = SimService("llama-cpp-cpu", time_scale=scale, default_answer_tokens=50)
-    policy = Policy(strategy="fanout", limits=Limits(max_concurrency=32))
+    service = SimService("llama-cpp-cpu", default_answer_tokens=50)
+    # Each fan-out is meant to leave at once: no slow-start waves on this cold endpoint.
+    policy = Policy(strategy="fanout", limits=Limits(max_concurrency=32, slow_start=False))
     async with open_sim_client(service) as client:
         splitter_ = Splitter(client, policy=policy)
         for n in (1, 3, 20):

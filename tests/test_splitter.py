@@ -20,7 +20,7 @@ from splitter import (
     Splitter,
     aask_many,
 )
-from splitter.sim import Faults, SimService, answer_tag
+from splitter.sim import PROFILES, Faults, SimService, answer_tag
 from splitter.testing import assert_answers_match, open_sim_client
 
 pytestmark = pytest.mark.anyio
@@ -41,22 +41,41 @@ async def test_answers_keep_input_order_when_they_finish_out_of_order(door: str)
     assert [a.usage.completion_tokens for a in result] == [500, 400, 300, 200, 100]
 
 
+@pytest.mark.virtual_time
 async def test_fan_out_takes_about_one_answer_not_five() -> None:
-    """5 x 200 tokens on a batching API: fan-out is far faster than one merged request."""
+    """5 x 200 tokens on a batching API: fan-out takes one answer's decode at a batch of
+    five, under half of one merged request's five answers in a row."""
     questions = [f"Independent question {i}" for i in range(5)]
     merged_prompt = "Answer separately:\n" + "\n".join(
         f"{i}. {q}" for i, q in enumerate(questions, 1)
     )
-    service = SimService("gpt-4o-mini", time_scale=0.05, default_answer_tokens=200)
+    profile = PROFILES["gpt-4o-mini"]
+    service = SimService(profile, default_answer_tokens=200)
+    # The five requests are meant to leave together: no slow-start waves on this cold endpoint.
+    policy = Policy(limits=Limits(slow_start=False))
     async with open_sim_client(service) as client:
         started = anyio.current_time()
         await client.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": merged_prompt}]
         )
         merged = anyio.current_time() - started
-        result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
+        result = await Splitter(client, policy=policy).aask_many(questions, model="gpt-4o-mini")
     assert result.ok
-    assert result.stats.wall_time < 0.5 * merged  # one answer ~ 0.25; five would be 1.0
+    one_big, *singles = service.log
+    assert [r.completion_tokens for r in singles] == [200] * 5
+    assert merged == pytest.approx(
+        profile.rtt
+        + profile.prefill_seconds(one_big.prompt_tokens)
+        + one_big.completion_tokens * profile.step_seconds(1),
+        abs=1e-6,
+    )
+    assert result.stats.wall_time == pytest.approx(
+        profile.rtt
+        + profile.prefill_seconds(singles[0].prompt_tokens)
+        + 200 * profile.step_seconds(5),
+        abs=1e-6,
+    )
+    assert result.stats.wall_time < 0.5 * merged
 
 
 async def test_injected_faults_lose_nothing_and_misplace_nothing() -> None:
