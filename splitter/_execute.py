@@ -67,6 +67,10 @@ _CONTENT_STATUS = frozenset({400, 413, 422})
 class _Stopped(Exception):
     """The batch met an error every request would meet: nothing more is sent."""
 
+    def __init__(self, *, sent: bool) -> None:
+        super().__init__()
+        self.sent = sent  # the attempt that met it had gone out (it counts as an attempt)
+
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
@@ -346,9 +350,9 @@ class _Run:
                         messages, params, reserve, started, streamed, (request, attempts)
                     )
                     return completion, attempts
-        except _Stopped:
+        except _Stopped as stopped:
             assert self.fatal is not None
-            return self.fatal, attempts
+            return self.fatal, attempts if stopped.sent else attempts - 1
         except SplitterError as exc:
             return exc, attempts
         raise AssertionError(
@@ -396,7 +400,7 @@ class _Run:
                 "delivered; it is not re-asked"
             )
         if self.fatal is not None:
-            raise _Stopped
+            raise _Stopped(sent=False)
         budget, concurrency = self.budget, self.endpoint.concurrency
         # The slot is held only while a request is out or about to go, never across a
         # backoff. Taking it before the budget means that while the limits are still
@@ -416,7 +420,7 @@ class _Run:
             if self._stopped():  # met by another request while this one waited
                 if budget is not None and reservation is not None:
                     await budget.settle(reservation, {}, lost=True)
-                raise _Stopped
+                raise _Stopped(sent=False)
             self.counters.requests += 1
             if request is not None:
                 self._request_started(request, attempt, reserve)
@@ -463,7 +467,11 @@ class _Run:
             if budget is not None and reservation is not None:
                 with anyio.CancelScope(shield=True):
                     await budget.settle(reservation, {}, lost=True)
-            if isinstance(exc, APIConnectionError) and not self.endpoint.answered:
+            # (A timeout is no sign of a wrong URL: the server may be slow.)
+            unreachable = isinstance(exc, APIConnectionError) and not isinstance(
+                exc, APITimeoutError
+            )
+            if unreachable and not self.endpoint.answered:
                 self._stop(
                     APIConnectionError(
                         f"{self.base_url} has never answered ({exc}); check the base URL and "
@@ -478,7 +486,7 @@ class _Run:
     def _stop(self, error: SplitterError) -> None:
         if self.fatal is None:
             self.fatal = error
-        raise _Stopped from error
+        raise _Stopped(sent=True) from error
 
     async def _checked_call(
         self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None

@@ -119,3 +119,20 @@ def test_two_limits_for_one_endpoint_the_stricter_holds_and_is_logged(
     assert len(warnings) == 1
     assert "rpm=6000" in warnings[0].getMessage()
     assert "rpm=60 " in warnings[0].getMessage()
+
+
+async def test_an_empty_quota_stops_the_batch_and_every_question_carries_it() -> None:
+    """insufficient_quota on every request: one wave goes, nothing more, and each of the 100
+    questions fails with QuotaExceededError, none re-asked."""
+    from splitter import QuotaExceededError
+    from splitter.sim import Faults
+
+    service = SimService("instant", time_scale=0.01, faults=Faults(rate_quota=1.0))
+    policy = Policy(strategy="merge", limits=Limits(max_concurrency=4))
+    async with open_sim_client(service) as client:
+        result = await Splitter(client, policy=policy).aask_many(
+            [f"Question {i}?" for i in range(100)], model="m"
+        )
+    assert len(service.log) <= 4
+    assert all(isinstance(a.error, QuotaExceededError) for a in result)
+    assert result.stats.repaired == 0

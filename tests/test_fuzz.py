@@ -39,7 +39,7 @@ from splitter import (
     Splitter,
     decompose,
 )
-from splitter._budget import MemoryBudget
+from splitter._budget._account import Account
 from splitter._compat import http_module
 from splitter._headers import parse_count, parse_duration, parse_retry_after
 from splitter._llm_decompose import parse_plan
@@ -334,19 +334,21 @@ def test_header_readers_return_a_finite_non_negative_number_or_none(given: dict[
 async def test_a_budget_synced_from_any_headers_never_asks_for_an_endless_wait(
     readings: list[dict[str, str]], tokens: int
 ) -> None:
-    """A budget fed garbage headers still gives finite, non-negative waits (a NaN or an
-    infinite wait would hang the batch)."""
-    budget = MemoryBudget(rpm=600, tpm=100_000)
+    """An account fed garbage headers, on answers and on 429s alike, still gives finite,
+    non-negative waits of at most a day (a NaN or an endless wait would hang the batch)."""
+    account = Account.new(rpm=600, tpm=100_000, burst=1 / 6, now=0.0)
+    now = 0.0
     for reading in readings:
-        await budget.sync(reading)
-        await budget.rate_limited("requests", parse_retry_after(reading))
-    now = time.monotonic()
-    for bucket in budget.buckets.values():
-        wait = bucket.wait(tokens, now)
-        assert math.isfinite(wait)
-        assert wait >= 0
-    snapshot = budget.snapshot()
-    for value in (snapshot.remaining_requests, snapshot.requests_per_second):
+        ticket = account.take(tokens, now)
+        account.accepted(ticket, reading, now + 0.01)
+        ticket = account.take(tokens, now)
+        account.rejected(ticket, "requests", parse_retry_after(reading), reading, now + 0.02)
+        now += 0.05
+    wait, _ = account.wait(tokens, now)
+    assert math.isfinite(wait)
+    assert 0 <= wait <= 2 * 86_400
+    snapshot = account.snapshot_values(now)
+    for value in snapshot.values():
         assert value is None or not math.isnan(value)
 
 

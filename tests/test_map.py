@@ -108,7 +108,9 @@ async def test_a_slow_first_answer_stops_the_reading_at_the_window() -> None:
 async def test_unordered_map_hands_out_answers_as_they_finish() -> None:
     questions = ["Tell me a long story. [len=300]", *[f"Short {k}? [len=2]" for k in range(20)]]
     async with open_sim_client(sim(0.02)) as client:
-        splitter = Splitter(client, policy=Policy(strategy="fanout"))
+        # Sent together (no slow start), the long answer finishes last.
+        policy = Policy(strategy="fanout", limits=Limits(slow_start=False))
+        splitter = Splitter(client, policy=policy)
         async with splitter.amap(questions, model="m", window=8, ordered=False) as answers:
             got = [a async for a in answers]
     indexes = [a.index for a in got]

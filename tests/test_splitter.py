@@ -32,8 +32,9 @@ async def test_answers_keep_input_order_when_they_finish_out_of_order(door: str)
     """Longer answers first: they finish last, yet each answer sits at its question's index."""
     questions = [f"Question {i} [len={500 - 100 * i}]" for i in range(5)]
     service = SimService("gpt-4o-mini", time_scale=0.02)
+    policy = Policy(limits=Limits(slow_start=False))  # sent together, the longest ends last
     async with open_sim_client(service, door=door) as client:
-        result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
+        result = await Splitter(client, policy=policy).aask_many(questions, model="gpt-4o-mini")
     finish_order = [r.user_text for r in sorted(service.log, key=lambda r: r.finished)]
     assert finish_order == questions[::-1]
     assert [a.question.text for a in result] == questions
@@ -119,13 +120,14 @@ async def test_retry_after_is_honoured(door: str) -> None:
 
 
 async def test_doomed_errors_are_not_retried() -> None:
-    """insufficient_quota fails once and is reported; no further request is sent for it."""
+    """insufficient_quota fails once and is reported; no further request is sent for it,
+    nor for the question that had not gone yet (an empty quota stops the batch)."""
     service = SimService("instant", faults=Faults(rate_quota=1.0))
     async with open_sim_client(service) as client:
         result = await Splitter(client).aask_many(["a", "b"], model="m")
     assert [type(a.error) for a in result] == [QuotaExceededError, QuotaExceededError]
-    assert [a.attempts for a in result] == [1, 1]
-    assert len(service.log) == 2
+    assert sorted(a.attempts for a in result) == [0, 1]  # slow start: one went first
+    assert len(service.log) == 1
 
 
 async def test_raise_on_error_carries_every_answer() -> None:
@@ -179,9 +181,10 @@ async def test_deadline_marks_unanswered_questions() -> None:
 async def test_cancelling_the_caller_cancels_every_request() -> None:
     """Cancelling aask_many leaves no request running on the service."""
     service = SimService("gpt-4o-mini", time_scale=0.05, default_answer_tokens=2000)
+    policy = Policy(limits=Limits(slow_start=False))  # all 20 are out when it is cancelled
     async with open_sim_client(service) as client:
         with anyio.move_on_after(0.3) as scope:
-            await Splitter(client).aask_many([f"q{i}" for i in range(20)], model="m")
+            await Splitter(client, policy=policy).aask_many([f"q{i}" for i in range(20)], model="m")
         assert scope.cancelled_caught
         assert service.in_flight == 0
     assert len(service.log) == 20

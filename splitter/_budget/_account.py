@@ -53,6 +53,7 @@ _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
 _RESET_ROUNDING = 0.0005
 _RECENT_SENDS = 8
 _LEARNED = ("limit", "refill", "full_at_reset", "longest_reset", "no_reset_wait", "deficit_rate")
+_LONGEST_RESET = 86_400.0  # a reset read as further away than a day is read as a day
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
 
@@ -162,6 +163,8 @@ class Limit:
         the reading taken). Requests still on their way are kept off the room either way.
         """
         limit = max(self.limit or 0.0, limit or remaining + 1)
+        if reset is not None:
+            reset = min(reset, _LONGEST_RESET)
         told = reset is not None
         if reset is None:
             # No reset header (Azure): capacity is taken to be back after the longest
@@ -455,6 +458,7 @@ class Account:
         self.lost(ticket)
         self.evidence = True
         if retry_after is not None:
+            retry_after = min(retry_after, _LONGEST_RESET)
             self.limit(kind).no_reset_wait = max(self.limit(kind).no_reset_wait, retry_after)
         self._read(ticket, headers, now)
         if retry_after is not None:

@@ -40,6 +40,7 @@ def test_garbage_headers_leave_the_shared_budget_readable(redis_server: RedisSer
     @given(st.lists(headers, min_size=1, max_size=3))
     def check(readings: list[dict[str, str]]) -> None:
         budget = RedisBudget(shared, fingerprint="z" * 24, limits=Limits(shared=shared, rpm=60))
+
         async def settle(reading: dict[str, str]) -> None:
             await budget.settle(await budget.acquire(1), reading)
 
