@@ -10,6 +10,7 @@ import pytest
 
 from splitter import (
     InvalidInputError,
+    Limits,
     Policy,
     Question,
     RetryPolicy,
@@ -23,7 +24,9 @@ from splitter.testing import open_sim_client
 
 pytestmark = pytest.mark.anyio
 
-FANOUT = Policy(strategy="fanout")
+# Requests go out together (no slow start): these tests time answers against each other.
+TOGETHER = Limits(slow_start=False)
+FANOUT = Policy(strategy="fanout", limits=TOGETHER)
 
 
 def texts_by_question(events: list[StreamEvent]) -> dict[int, str]:
@@ -237,7 +240,9 @@ async def test_a_failed_attempts_buffer_is_never_shown_when_its_turn_comes_durin
     # question breaks ~15 ms in, the first ~60 ms in, the retry goes ~500 ms in.
     service = SimService("gpt-4o-mini", time_scale=0.05, faults=Faults(rate_truncate=0.5), seed=1)
     questions = ["Long one. [len=200]", "Second one. [len=40]"]
-    policy = Policy(strategy="fanout", retry=RetryPolicy(initial_wait=0.5, jitter=0))
+    policy = Policy(
+        strategy="fanout", limits=TOGETHER, retry=RetryPolicy(initial_wait=0.5, jitter=0)
+    )
     async with open_sim_client(service) as client:
         async with Splitter(client, policy=policy).astream(questions, model="m") as events:
             seen = [event async for event in events]

@@ -55,6 +55,7 @@ _RECENT_SENDS = 8
 _LEARNED = ("limit", "refill", "full_at_reset", "longest_reset", "no_reset_wait", "deficit_rate")
 _LONGEST_RESET = 86_400.0  # a reset read as further away than a day is read as a day
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
+_OWN_MISCOUNT = 0.25  # how far under the service's count our token estimate may be
 _FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
 
 
@@ -154,8 +155,10 @@ class Limit:
         reset: float | None,
         sent_at: float,
         now: float,
+        own: float = 1.0,
     ) -> None:
-        """Take one reading, made by the service between ``sent_at`` and ``now``.
+        """Take one reading, made by the service between ``sent_at`` and ``now``, of
+        a request of ``own`` (which the reading counts).
 
         Inside one window the service's remaining only falls, so the lowest reading is its
         latest state, whatever order the responses came back in: a reading is taken only
@@ -185,7 +188,10 @@ class Limit:
                 # After a probe only one request was out: its reading is the news. After a
                 # whole window came back, many were, and responses overtake each other.
                 trusted = not self.full_at_reset
-                self.full_at_reset = remaining + self.pending() >= limit - 1
+                # Whole again, but for this request itself (our estimate of its tokens may
+                # be a little under the service's count) and those still on their way.
+                whole = remaining + self.pending() + own
+                self.full_at_reset = whole >= limit - own * _OWN_MISCOUNT
                 self.reset_lo, self.reset_at, self.rolled = lo, hi, False
             elif told and self.refill is None and lo > self.reset_at + 0.01:
                 # The reset moved later as we spent: a token bucket. The reading before
@@ -200,6 +206,11 @@ class Limit:
                 self._adopt(limit, remaining, now)
         if told and self.refill is not None and reset:
             self._learn_refill(limit, remaining, reset)
+
+    def awaiting(self, now: float) -> bool:
+        """True while our picture is an assumption made at a reset that only a response
+        can confirm: a wait on it may end as soon as one comes, not at the time foreseen."""
+        return self.rolled and not self.probing and self.reset_at > now
 
     def _adopt(self, limit: float, remaining: float, now: float) -> None:
         self.limit, self.remaining, self.read_at = limit, remaining, now
@@ -411,6 +422,10 @@ class Account:
         ]
         return max(waits, key=lambda w: w[0])
 
+    def awaiting(self, kind: Kind, now: float) -> bool:
+        """Whether a wait on ``kind`` may end at the next response (see Limit.awaiting)."""
+        return self.limit(kind).awaiting(now)
+
     def take(self, tokens: float, now: float) -> Ticket:
         self.requests.take(1, now)
         self.tokens.take(tokens, now)
@@ -481,7 +496,8 @@ class Account:
                 continue
             limit = parse_count(headers.get(f"x-ratelimit-limit-{kind}"))
             reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
-            self.limit(kind).read(limit, remaining, reset, ticket.at, now)
+            own = 1.0 if kind == "requests" else ticket.tokens
+            self.limit(kind).read(limit, remaining, reset, ticket.at, now, own)
             told = self.evidence = True
         return told
 

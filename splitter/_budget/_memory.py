@@ -55,10 +55,13 @@ class MemoryBudget:
                 delay, short = self.account.wait(tokens, now)
                 if delay <= 0:
                     return Reservation(tokens, self.account.take(tokens, now))
+                awaiting = self.account.awaiting(short, now)
             if not told and on_wait is not None:
                 on_wait(delay, short)
                 told = True
-            await self._sleep(_RECHECK if delay == float("inf") else _nap(delay))
+            # A wait on a reading (not on a time the service told) ends when one comes.
+            recheck = awaiting or delay == float("inf")
+            await self._sleep(_RECHECK if recheck else _nap(delay))
 
     async def settle(
         self,

@@ -75,7 +75,7 @@ class RedisBudget:
             if local is not None:
                 return await local.acquire(tokens, on_wait)
             try:
-                delay, short, ticket = await self._transact(
+                delay, short, ticket, awaiting = await self._transact(
                     functools.partial(_wait_or_take, tokens)
                 )
             except self._outage_errors as exc:
@@ -86,7 +86,9 @@ class RedisBudget:
             if not told and on_wait is not None:
                 on_wait(delay, short)
                 told = True
-            await anyio.sleep(_RECHECK if delay == float("inf") else min(delay, _LONGEST_NAP))
+            # A wait on a reading (not on a time the service told) ends when one comes.
+            recheck = awaiting or delay == float("inf")
+            await anyio.sleep(_RECHECK if recheck else min(delay, _LONGEST_NAP))
 
     async def settle(
         self,
@@ -228,6 +230,11 @@ class _LocalShare(MemoryBudget):
         return reservation
 
 
-def _wait_or_take(tokens: int, account: Account, now: float) -> tuple[float, Kind, Ticket | None]:
+def _wait_or_take(
+    tokens: int, account: Account, now: float
+) -> tuple[float, Kind, Ticket | None, bool]:
+    """Book a request, or say how long to wait and whether a response may end it."""
     delay, short = account.wait(tokens, now)
-    return (delay, short, None) if delay > 0 else (0.0, short, account.take(tokens, now))
+    if delay > 0:
+        return delay, short, None, account.awaiting(short, now)
+    return 0.0, short, account.take(tokens, now), False

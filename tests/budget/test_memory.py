@@ -112,6 +112,48 @@ async def test_a_token_bucket_is_recognised_by_a_reset_that_moves_later() -> Non
     assert budget.snapshot().requests_per_second == pytest.approx(1.0, rel=0.01)
 
 
+def _tokens(remaining: int, reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-tokens": "40000",
+        "x-ratelimit-remaining-tokens": str(remaining),
+        "x-ratelimit-reset-tokens": reset,
+    }
+
+
+async def test_a_window_whole_but_for_our_own_request_is_whole_at_each_reset() -> None:
+    """OpenAI's tokens reset in "0s" at a high limit: the reading counts the request's own
+    tokens (the service's count, a little above our estimate), so the window is whole
+    again at each reset and the next requests all go at once (regression: each reset let
+    one request through and the rest waited a second: 1 request per second on RPM 12,000)."""
+    clock = Clock()
+    budget = _budget(clock)
+    await budget.settle(await budget.acquire(37), _tokens(39_961, "0s"))
+    probe = await budget.acquire(37)  # the first reset: one request reads what came back
+    await budget.settle(probe, _tokens(39_961, "0s"))
+    assert budget.account.tokens.full_at_reset
+    times = [await _sent_at(budget, clock, tokens=37) for _ in range(20)]
+    assert times == [0.0] * 20
+
+
+async def test_a_wait_on_a_probe_ends_when_its_answer_comes() -> None:
+    """After a reset one request goes to read the new state; the others wait for its answer,
+    not for the second a lost answer is given: they look again every few milliseconds."""
+    clock = Clock()
+    probes: list[Reservation] = []
+
+    async def answer_then_sleep(seconds: float) -> None:
+        if probes:  # the probe's answer comes while the next request waits
+            await budget.settle(probes.pop(), _window(10, 8, "2s"))
+        await clock.sleep(seconds)
+
+    budget = MemoryBudget(clock=clock, sleep=answer_then_sleep)
+    await budget.settle(await budget.acquire(1), _window(10, 0, "50ms"))
+    probes.append(await budget.acquire(1))  # the log freed one slot after 50 ms
+    assert budget.account.awaiting("requests", clock.now)
+    assert await _sent_at(budget, clock) == pytest.approx(0.1, abs=0.001)
+    assert clock.slept[-1] == pytest.approx(0.05)
+
+
 async def test_a_reading_overtaken_by_a_newer_one_never_adds_room() -> None:
     """Responses arrive out of order: in a window the lowest reading is the service's
     latest state, and requests still on their way are kept off the room."""
