@@ -4,7 +4,8 @@ CALLS single-question calls (default 200), tenant by tenant in turn from TENANTS
 (default 4), all made at once through ``Splitter.aask_one(question, isolation_key=tenant)``
 on one ``Splitter``. Two arms, each on a fresh ``SimService("gpt-4o-mini",
 time_scale=S, limits=SimLimits(rpm=RPM))`` (default RPM 60, S 0.01) over real loopback
-HTTP, with ``Policy(limits=Limits(rpm=RPM), prior=<the profile's timing at scale S>)``:
+HTTP, with ``Policy(limits=Limits(rpm=RPM / S), prior=<the profile's timing at scale S>)``
+(the service's limit told in real requests per minute):
 
 * one-by-one: ``aggregate_window_ms=None``: every call is its own ``aask_many``, one
   request each, paced by the budget.
@@ -80,8 +81,10 @@ def own(answer: Answer, question: str) -> bool:
 
 async def run_arm(name: str, window_ms: float | None, args: argparse.Namespace) -> Arm:
     service = SimService(MODEL, time_scale=args.scale, limits=SimLimits(rpm=args.rpm))
+    # The service's limit is per simulated minute: told in real time, it is RPM / S.
+    real_rpm = round(args.rpm / args.scale)
     policy = Policy(
-        limits=Limits(rpm=args.rpm), prior=prior(args.scale), aggregate_window_ms=window_ms
+        limits=Limits(rpm=real_rpm), prior=prior(args.scale), aggregate_window_ms=window_ms
     )
     tenants = TENANTS[: args.tenants]
     work = calls(args.calls, tenants)

@@ -13,6 +13,8 @@ logged once per conflicting pair at WARNING.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -25,7 +27,7 @@ from ._merge import MergeRecord
 from ._policy import Limits, Policy
 from ._service_model import InFlightMeter, ServiceModel
 
-__all__ = ["Endpoint", "endpoint_fingerprint", "endpoint_for", "forget_endpoints"]
+__all__ = ["Claim", "Endpoint", "endpoint_fingerprint", "endpoint_for", "forget_endpoints"]
 
 logger = logging.getLogger("splitter")
 
@@ -37,6 +39,18 @@ def endpoint_fingerprint(base_url: str, api_key: str | None, model: str) -> str:
     """A short, irreversible name for (endpoint, API key, model), for keys and logs."""
     text = "\n".join((base_url.rstrip("/"), api_key or "", model))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclass(slots=True, eq=False)
+class Claim:
+    """Requests a batch planned and has not booked yet."""
+
+    requests: float
+    tokens: float
+
+    def booked(self, tokens: float) -> None:
+        self.requests = max(0.0, self.requests - 1)
+        self.tokens = max(0.0, self.tokens - tokens)
 
 
 @dataclass(slots=True)
@@ -53,9 +67,32 @@ class Endpoint:
     fingerprint: str = ""
     merges: MergeRecord = field(default_factory=MergeRecord)
     answered: bool = False  # has this endpoint ever sent back a response (of any status)?
+    claims: list[Claim] = field(default_factory=list)  # planned by running batches, unbooked
 
     def budget_snapshot(self) -> BudgetSnapshot:
-        return self.budget.snapshot()
+        """The budget as the planner should see it: less what batches planned at the same
+        time are about to book (each would otherwise plan on the whole room)."""
+        snapshot = self.budget.snapshot()
+        claims = list(self.claims)
+        if not claims:
+            return snapshot
+        requests, tokens = snapshot.remaining_requests, snapshot.remaining_tokens
+        if requests is not None:
+            requests = max(0.0, requests - sum(c.requests for c in claims))
+        if tokens is not None:
+            tokens = max(0.0, tokens - sum(c.tokens for c in claims))
+        return dataclasses.replace(snapshot, remaining_requests=requests, remaining_tokens=tokens)
+
+    def claim(self, requests: int, tokens: int) -> Claim:
+        """Hold ``requests`` (of ``tokens``) a batch has planned off later plans' room
+        until it books them; :meth:`release` when the batch ends."""
+        claim = Claim(float(requests), float(tokens))
+        self.claims.append(claim)
+        return claim
+
+    def release(self, claim: Claim) -> None:
+        with contextlib.suppress(ValueError):
+            self.claims.remove(claim)
 
     def tighten(self, limits: Limits) -> None:
         """Apply another caller's ``limits``: the stricter of each stated limit wins."""

@@ -140,6 +140,20 @@ class Executor:
         started = _clock.now()
         where = positions if positions is not None else range(len(questions))
         run = _Run(self, questions, spec, plan, on_answer, where, events)
+        try:
+            return await self._run(run, questions, plan, relay, where, started)
+        finally:
+            self._endpoint.release(run.claim)
+
+    async def _run(
+        self,
+        run: _Run,
+        questions: Sequence[Question],
+        plan: Plan,
+        relay: Relay | None,
+        where: Sequence[int],
+        started: float,
+    ) -> BatchResult:
         if relay is not None:
             run.stream_to(relay, where)
         deadline = self._policy.deadline if self._policy.deadline is not None else math.inf
@@ -198,6 +212,10 @@ class _Run:
         self.slots: list[Answer | None] = [None] * len(questions)
         self.limiter = self.endpoint.concurrency
         self.budget: Budget | None = self.endpoint.budget if self.policy.limits.enforce else None
+        # Batches planned while this one books its requests see the room less these.
+        groups = plan.chosen.groups
+        booked = sum(g.input_tokens + (g.max_tokens or g.output_tokens) for g in groups)
+        self.claim = self.endpoint.claim(len(groups), booked)
         self.fatal: SplitterError | None = None  # met by one request, it stops the batch
         self.base_url = executor._backend.base_url
         self.counters = _Counters()
@@ -417,6 +435,7 @@ class _Run:
             request, attempt = told
             on_wait = None if request is None else functools.partial(self._rate_wait, request)
             reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
+            self.claim.booked(reserve)
             if self._stopped():  # met by another request while this one waited
                 if budget is not None and reservation is not None:
                     await budget.settle(reservation, {}, lost=True)

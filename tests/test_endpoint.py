@@ -136,3 +136,50 @@ async def test_an_empty_quota_stops_the_batch_and_every_question_carries_it() ->
     assert len(service.log) <= 4
     assert all(isinstance(a.error, QuotaExceededError) for a in result)
     assert result.stats.repaired == 0
+
+
+async def test_a_batch_planned_beside_another_sees_the_room_less_its_plan() -> None:
+    """Two batches planned at the same moment: the second prices its plan on the room the
+    first left, not on the whole of it (each would otherwise fan out into the same ten)."""
+    endpoint = endpoint_for(Policy(), base_url="http://claims.test/v1", api_key="k", model="m")
+    reservation = await endpoint.budget.acquire(10)
+    headers = {
+        "x-ratelimit-limit-requests": "11",
+        "x-ratelimit-remaining-requests": "10",
+        "x-ratelimit-reset-requests": "60s",
+    }
+    await endpoint.budget.settle(reservation, headers)
+    assert endpoint.budget_snapshot().remaining_requests == pytest.approx(10)
+    claim = endpoint.claim(8, 800)
+    assert endpoint.budget_snapshot().remaining_requests == pytest.approx(2)
+    claim.booked(100)
+    assert endpoint.budget_snapshot().remaining_requests == pytest.approx(3)
+    endpoint.release(claim)
+    assert endpoint.budget_snapshot().remaining_requests == pytest.approx(10)
+
+
+@pytest.mark.virtual_time
+async def test_two_batches_at_once_on_a_tight_window_merge_instead_of_both_fanning_out() -> None:
+    """A fixed window of 12 requests per minute, learned from a first call; two batches of
+    8 questions at once: 16 single requests would wait a minute for the next window, so the
+    second batch, seeing the first's 8 planned, merges."""
+    from splitter.sim import SimLimits
+
+    limits = SimLimits(kind="fixed_window", limit=12, window=60)
+    service = SimService("gpt-4o-mini", limits=limits, seed=2)
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, model="m")
+        await asker.aask_one("warm-up")  # the window's headers are read
+        batches = [[f"Batch {b} question {i}?" for i in range(8)] for b in range(2)]
+        results = []
+
+        async def ask(questions: list[str]) -> None:
+            results.append(await asker.aask_many(questions))
+
+        async with anyio.create_task_group() as tg:
+            for questions in batches:
+                tg.start_soon(ask, questions)
+    assert all(result.ok for result in results)
+    asked = [r for r in service.log if r.user_text != "warm-up"]
+    assert len(asked) <= 11, [len(r.questions) for r in asked]
+    assert service.log[-1].arrived - service.log[0].arrived < 60  # all in the first window

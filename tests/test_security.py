@@ -68,6 +68,7 @@ KEY_SETS = [
 
 
 @pytest.mark.anyio
+@pytest.mark.virtual_time  # Limits(rpm=6) paces a request per 10 s: a minute, virtually
 @pytest.mark.parametrize("keys", KEY_SETS)
 async def test_no_prompt_holds_questions_of_two_isolation_keys(keys: tuple[str, ...]) -> None:
     """Under a tight RPM budget (where the planner merges each key's calls into few

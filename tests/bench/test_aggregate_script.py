@@ -15,9 +15,11 @@ RATIO = re.compile(r"wall aggregated / one-by-one: (?P<ratio>[\d.]+)")
 
 
 def test_aggregate_prints_both_arms_and_no_prompt_mixes_tenants(run_bench: RunBench) -> None:
-    """40 calls of 2 tenants: every answer is its caller's, no prompt mixes tenants, and
-    aggregation sends fewer requests (times are not asserted: the machine may be busy)."""
-    proc = run_bench("aggregate.py", "--calls", "40", "--tenants", "2", "--window-ms", "20")
+    """40 calls of 2 tenants against RPM 20 (twice the first bucket): every answer is its
+    caller's, no prompt mixes tenants, and aggregation sends fewer requests (times are not
+    asserted: the machine may be busy)."""
+    args = ("--calls", "40", "--tenants", "2", "--window-ms", "20", "--rpm", "20")
+    proc = run_bench("aggregate.py", *args)
     rows = {m["arm"]: m for m in ROW.finditer(proc.stdout)}
     assert set(rows) == {"one-by-one", "aggregated"}, proc.stdout
     for row in rows.values():
