@@ -52,7 +52,15 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
 _RESET_ROUNDING = 0.0005
 _RECENT_SENDS = 8
-_LEARNED = ("limit", "refill", "full_at_reset", "longest_reset", "no_reset_wait", "deficit_rate")
+_LEARNED = (
+    "limit",
+    "refill",
+    "full_at_reset",
+    "longest_reset",
+    "no_reset_wait",
+    "deficit_rate",
+    "spaced",
+)
 _LONGEST_RESET = 86_400.0  # a reset read as further away than a day is read as a day
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _OWN_MISCOUNT = 0.25  # how far under the service's count our token estimate may be
@@ -92,6 +100,7 @@ class Limit:
     rolled: bool = False  # the reset passed; this reading is our own assumption
     probing: bool = False  # after a reset: one request may go, to read what came back
     # A stated limit's pacer: a GCRA bucket.
+    spaced: bool = False  # a 429 no header explains came at our pace: no credit is carried
     level: float = 0.0
     at: float = 0.0
     # Requests sent and not answered yet: [name, amount, sent at]. A reading may not have
@@ -261,6 +270,8 @@ class Limit:
         return self.stated / 60 * HEADROOM * self.share if self.stated else None
 
     def capacity(self) -> float:
+        if self.spaced:  # a late send is not made up for: the service counts spacing
+            return 1.0
         return max(1.0, (self.stated or 0.0) * self.burst * self.share)
 
     def pacer_level(self, now: float) -> float:
@@ -327,7 +338,9 @@ class Probe:
         if self.count < _SUSTAIN_REQUESTS:
             return
         self.low = max(self.low, self.rate)
-        if self.high / self.low > _CLOSE_ENOUGH:
+        if math.isinf(self.high):  # only bursts were refused: no rate is known too fast
+            self._set(self.low * 2, now)
+        elif self.high / self.low > _CLOSE_ENOUGH:
             self._set(math.sqrt(self.low * self.high), now)
         elif now - self.since >= _REPROBE_AFTER:
             self.high = self.high * 1.1  # the limit may have grown: look a little higher
@@ -340,7 +353,11 @@ class Probe:
         # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
         too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
         if math.isinf(too_fast):
-            too_fast = first_guess
+            # Sent in a burst: that says nothing of the rate the service takes. Pace at the
+            # guess, and look for the limit from there.
+            self._set(first_guess, now)
+            self.cut_at, self.tat = now, now + 1 / first_guess
+            return
         self.high = min(self.high, too_fast)
         if self.low * _CLOSE_ENOUGH >= self.high:
             # A 429 at what looked sustainable: that was a burst allowance running out.
@@ -393,17 +410,19 @@ class Account:
         return self.requests if kind == "requests" else self.tokens
 
     def state(self, *, rpm: int | None, tpm: int | None, burst: float, now: float) -> None:
-        """Stated limits (per minute): requests start with one second's worth of room, not
-        a burst, and tokens with a full ``burst`` share."""
+        """Stated limits (per minute): requests start with one request's room, then the
+        pace, and tokens with a full ``burst`` share."""
         for limit, stated in ((self.requests, rpm), (self.tokens, tpm)):
             if stated is None or stated == limit.stated:
                 continue
             first = limit.stated is None
             limit.stated, limit.burst = float(stated), burst
             if first:
-                # A stated RPM is a long-run rate, not a promise that the service takes a
-                # sixth of a minute at once: requests open with one second's worth.
-                start = max(1.0, stated / 60) if limit is self.requests else limit.capacity()
+                # A stated RPM is a long-run rate, not a promise that the service takes any
+                # burst at once (a leaky bucket with no burst refuses two requests sent
+                # together; a window may be a fraction of a second): requests open with
+                # one, then the pace. A bucket the service does have shows in its headers.
+                start = 1.0 if limit is self.requests else limit.capacity()
                 limit.level, limit.at = min(start, limit.capacity()), now
         self.evidence = self.evidence or rpm is not None or tpm is not None
 
@@ -485,7 +504,12 @@ class Account:
             # tell, to be found from the 429s. (A retry-after says when to come back: that
             # is obeyed, and a 429 that comes with one says nothing about our rate.)
             guess = 1 / _HIDDEN_BACKOFF if said is not None else 1 / SLOW_START_STEP
+            guess = self.requests.pace or guess  # a stated rate is the better first guess
             self.probe.rejected(ticket.at, now, first_guess=guess)
+            if self.requests.pace is not None:
+                # At a stated pace, the burst it allows after a lull is what was refused.
+                self.requests.level = min(self.requests.level, 0.0)
+                self.requests.spaced = True
 
     def _read(self, ticket: Ticket, headers: Mapping[str, str], now: float) -> bool:
         """Take the ``x-ratelimit-*`` headers; True if they told anything."""

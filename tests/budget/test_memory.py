@@ -221,6 +221,36 @@ async def test_429s_without_headers_search_for_the_rate() -> None:
     assert probe.rate == pytest.approx(math.sqrt(8.0 * 20.0))
 
 
+async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess() -> None:
+    """Sent together (no slow start), requests refused say nothing of the rate the service
+    takes: the pace starts at a guess (10 a second) with no ceiling, and doubles while it
+    holds (regression: the guess was taken for a rate known too fast, a ceiling forever)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    burst = [await budget.acquire(1) for _ in range(5)]
+    assert clock.now == START
+    await _rejected(budget, burst[4])
+    probe = budget.account.probe
+    assert (probe.rate, probe.high) == (pytest.approx(10.0), math.inf)
+    for _ in range(100):
+        await budget.settle(await budget.acquire(1), {})
+        if probe.low:
+            break
+    assert (probe.low, probe.rate) == (pytest.approx(10.0), pytest.approx(20.0))
+
+
+async def test_a_stated_pace_refused_with_no_header_carries_no_credit() -> None:
+    """Limits(rpm=600) where a 429 without headers comes at the stated pace: the search
+    starts from the stated rate, and a request sent late is not made up for by the next."""
+    clock = Clock()
+    budget = _budget(clock, rpm=600)
+    first = await budget.acquire(1)
+    await _rejected(budget, first)
+    limit = budget.account.requests
+    assert limit.spaced and limit.capacity() == 1.0
+    assert budget.account.probe.rate == pytest.approx(10 * PACE)
+
+
 async def test_a_burst_of_429s_from_one_overload_cuts_the_rate_once() -> None:
     """Requests sent before the cut that come back 429 are the same overload."""
     clock = Clock()
