@@ -461,7 +461,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown cells {sorted(unknown)}" if unknown else "--n must be positive")
     workers = WORKERS if args.redis else 1
     print(
-        f"{n} questions per cell, splitter's default policy, a cold process per client"
+        f"{n} questions per cell, "
+        + ("splitter's default policy" if args.strategy == "auto" else "one request a question")
+        + ", a cold process per client"
         + (f"; {workers} processes sharing one Redis budget" if args.redis else "")
     )
     print(HEADER, flush=True)

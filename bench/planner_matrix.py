@@ -45,7 +45,7 @@ would otherwise learn as network RTT).
 Clock: by default every cell runs on virtual time (``splitter.testing.run_virtual``) at
 time scale 1: exact, the same on a busy machine, and the 108 cells take seconds. Tight TPM
 (``--headroom tpm``: a full bucket holds half of what the batch asks) and few connections
-(``--conns``) are further regimes; ``--reduced`` runs the 25 cells ``REDUCED`` (the default
+(``--conns``) are further regimes; ``--reduced`` runs the 26 cells ``REDUCED`` (the default
 suite checks them: tests/test_planner_matrix.py). ``--clock real`` runs as described next.
 
 Doors and time: the in-process door (``service.async_client()``), no sockets. Each arm gets
@@ -459,6 +459,7 @@ REDUCED: tuple[Cell, ...] = (
     Cell("gpt-4o-mini", 0.3, 50, "tight", 20),
     Cell("llama-cpp-cpu", 0.005, 50, "tight", 5),
     Cell("llama-cpp-cpu", 0.005, 50, "tight", 20),
+    Cell("llama-cpp-cpu", 0.005, 500, "tight", 5),
     # tight TPM
     Cell("gpt-4o-mini", 0.3, 50, "tpm", 5),
     Cell("gpt-4o-mini", 0.3, 50, "tpm", 20),

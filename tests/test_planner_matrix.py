@@ -43,11 +43,18 @@ _MISPREDICTED = {
 }
 
 
+# Cells where auto is more than 5% off the best plan (docs/benchmarks.md, the planner
+# matrix rerun on issue #14's budget). strict, as above.
+_OVER_REGRET = {
+    "llama-cpp-cpu/5ms/500t/tight/n5": "under RPM 2 with 500-token answers the measured "
+    "batch waits longer for the budget than the plan priced: regret 1.48, p/m 0.53",
+}
+
+
 def _param(cell: object) -> object:
     tag = cell.tag  # type: ignore[attr-defined]
-    marks = (
-        [pytest.mark.xfail(strict=True, reason=_MISPREDICTED[tag])] if tag in _MISPREDICTED else []
-    )
+    reason = _MISPREDICTED.get(tag) or _OVER_REGRET.get(tag)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(cell, id=tag, marks=marks)
 
 

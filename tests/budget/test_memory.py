@@ -247,7 +247,8 @@ async def test_a_stated_pace_refused_with_no_header_carries_no_credit() -> None:
     first = await budget.acquire(1)
     await _rejected(budget, first)
     limit = budget.account.requests
-    assert limit.spaced and limit.capacity() == 1.0
+    assert limit.spaced
+    assert limit.capacity() == 1.0
     assert budget.account.probe.rate == pytest.approx(10 * PACE)
 
 
