@@ -500,6 +500,8 @@ class _Run:
                 )
 
     def _stopped(self) -> bool:
+        # A call, not `self.fatal is not None` inline: after an await another task may
+        # have set it, which a type checker's narrowing from the earlier check would deny.
         return self.fatal is not None
 
     def _stop(self, error: SplitterError) -> None:
