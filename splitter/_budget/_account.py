@@ -16,11 +16,13 @@ One :class:`Account` per endpoint holds, for requests and for tokens, a :class:`
   while the headers said there was room (Azure's 10-second sub-windows), the request rate
   is found by a search between the slowest rate that drew a 429 and the fastest one
   sustained without one (a geometric bisection; the AWS SDKs' adaptive mode and TCP's
-  congestion control do the same with other curves).
+  congestion control do the same with other curves). What the service accepted between
+  two 429s bounds its rate from below, which a burst allowance cannot fake.
 * **Slow start**: while nothing at all is known, sends open like TCP's slow start, in
-  waves of 1, 2, 4, ... requests :data:`SLOW_START_STEP` apart, so a cold process never
-  sends a wave the service has not shown it can take; the first rate headers, stated
-  limit or 429 ends it.
+  waves of 1, 2, 4, ... requests :data:`SLOW_START_STEP` apart, each spread over its
+  step, so a cold process never sends a wave the service has not shown it can take and
+  the first 429 holds the rest of its wave; the first rate headers, stated limit or 429
+  ends it.
 
 Times are seconds on one clock (the caller's); amounts are requests or tokens. The state is
 plain data (:meth:`Account.dump` / :meth:`Account.load`) so a Redis budget can keep it for
@@ -45,8 +47,8 @@ KINDS: tuple[Kind, Kind] = ("requests", "tokens")
 HEADROOM = 0.97  # a stated or reset-implied rate is spent at this fraction
 SLOW_START_STEP = 0.1  # seconds between slow-start waves: a rejection comes back within it
 _SLOW_START_END = 10  # waves; by then 1,023 requests could have gone: nothing left to slow
-_SUSTAIN_SECONDS = 1.5  # a rate held this long without a 429 is known to be sustainable
-_SUSTAIN_REQUESTS = 5
+_SUSTAIN_SECONDS = 0.5  # a rate held this long without a 429 is known to be sustainable
+_SUSTAIN_REQUESTS = 8  # ... over at least this many requests
 _CLOSE_ENOUGH = 1.12  # stop probing when the fastest good rate is this close to a bad one
 _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
 _HIDDEN_BACKOFF = 0.5  # first guess when a 429 shows a limit the headers do not
@@ -64,7 +66,10 @@ _LEARNED = (
 _LONGEST_RESET = 86_400.0  # a reset read as further away than a day is read as a day
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _OWN_MISCOUNT = 0.25  # how far under the service's count our token estimate may be
-_FIRST_CUT = 0.4  # with no good rate known yet; off the round numbers limits are set at
+_SAME_RATE = 1.5  # two readings implying rates this close describe one bucket
+_FIRST_CUT = 0.5  # with no good rate known, the search resumes at this part of a bad one
+_TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
+_FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
 
 
 @dataclass(slots=True)
@@ -98,6 +103,7 @@ class Limit:
     longest_reset: float = 0.0
     deficit_rate: float | None = None  # (limit - remaining) / reset of the latest reading
     rolled: bool = False  # the reset passed; this reading is our own assumption
+    rolled_at: float = 0.0  # when that assumption was made
     probing: bool = False  # after a reset: one request may go, to read what came back
     # A stated limit's pacer: a GCRA bucket.
     spaced: bool = False  # a 429 no header explains came at our pace: no credit is carried
@@ -128,8 +134,8 @@ class Limit:
         refilled = self.refill * HEADROOM * max(0.0, now - self.read_at)
         return min(self.limit, self.remaining + refilled)
 
-    def pending(self) -> float:
-        return sum(amount for _, amount, _ in self.out)
+    def pending(self, since: float = -math.inf) -> float:
+        return sum(amount for _, amount, sent in self.out if sent >= since)
 
     def room_wait(self, amount: float, now: float) -> float:
         """Seconds until the service's word lets ``amount`` go (0: now; inf: never alone)."""
@@ -155,7 +161,7 @@ class Limit:
             # One request, whatever its size, may go to read the new state (a sliding log
             # frees a slot at a time).
             self.probing, self.read_at, self.reset_at = True, now, later
-        self.rolled = True
+        self.rolled, self.rolled_at = True, now
 
     def read(
         self,
@@ -198,17 +204,22 @@ class Limit:
                 # whole window came back, many were, and responses overtake each other.
                 trusted = not self.full_at_reset
                 # Whole again, but for this request itself (our estimate of its tokens may
-                # be a little under the service's count) and those still on their way.
-                whole = remaining + self.pending() + own
-                self.full_at_reset = whole >= limit - own * _OWN_MISCOUNT
+                # be a little under the service's count) and those still on their way: only
+                # those sent since the reset, and this one only if it was (the others went
+                # in the window before; counted as unread, they made a sliding log look
+                # whole again at every reset).
+                since = self.rolled_at
+                mine = own if sent_at >= since else 0.0
+                whole = remaining + self.pending(since=since) + mine
+                self.full_at_reset = whole >= limit - mine * _OWN_MISCOUNT
                 self.reset_lo, self.reset_at, self.rolled = lo, hi, False
-            elif told and self.refill is None and lo > self.reset_at + 0.01:
-                # The reset moved later as we spent: a token bucket. The reading before
-                # this one bounds its rate too.
+            elif told and self.refill is None and self._refills_like(limit, remaining, reset, lo):
+                # The reset moved later as we spent, at the rate the reading before implies:
+                # a token bucket. That reading bounds its rate too.
+                assert self.remaining is not None
+                assert self.limit is not None
                 self.refill = 0.0
-                if self.remaining is not None and self.limit is not None:
-                    before = self.reset_at - self.read_at
-                    self._learn_refill(self.limit, self.remaining, before)
+                self._learn_refill(self.limit, self.remaining, self.reset_at - self.read_at)
             else:
                 self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
             if trusted or self.remaining is None or remaining < self._level(now):
@@ -225,6 +236,21 @@ class Limit:
         self.limit, self.remaining, self.read_at = limit, remaining, now
         self.rolled = self.probing = False
 
+    def _refills_like(self, limit: float, remaining: float, reset: float, lo: float) -> bool:
+        """Whether a reading whose reset is later than the last one's is a token bucket's.
+
+        A bucket's reset is its deficit over its rate, so two readings imply one rate. A
+        sliding log's reset also moves later (when its oldest request leaves), but to the
+        next request's age, whatever the deficit: 2 ms, then 299 ms, at the same deficit.
+        """
+        if lo <= self.reset_at + 0.01 or self.remaining is None or self.limit is None:
+            return False
+        now = _bucket_rate(limit, remaining, reset)
+        before = _bucket_rate(self.limit, self.remaining, self.reset_at - self.read_at)
+        if now is None or before is None:
+            return False
+        return now[0] <= before[1] * _SAME_RATE and before[0] <= now[1] * _SAME_RATE
+
     def _learn_refill(self, limit: float, remaining: float, reset: float) -> None:
         """A token bucket's reset is the time to refill to ``limit``: it bounds the rate.
 
@@ -232,11 +258,10 @@ class Limit:
         so the true deficit lies in [max(1, d - 1), d]; the bounds of every reading are
         intersected and the lower one is used, so rounding can never make us overtake.
         """
-        deficit = limit - remaining
-        if deficit < 1:
+        bounds = _bucket_rate(limit, remaining, reset)
+        if bounds is None:
             return
-        low = max(1.0, deficit - 1) / (reset + _RESET_ROUNDING)
-        high = deficit / max(reset - _RESET_ROUNDING, 1e-9) if remaining >= 1 else math.inf
+        low, high = bounds
         if low > self.refill_high or high < self.refill_low:
             self.refill_low, self.refill_high = low, high
         else:
@@ -320,6 +345,9 @@ class Probe:
     cut_at: float = -math.inf
     tat: float = -math.inf  # GCRA: the theoretical time of the next send
     sends: list[float] = field(default_factory=list)
+    paced_high: bool = False  # ``high`` drew a 429 while paced (not slow start's guess)
+    refused_at: float = -math.inf  # when the last 429 that cut the rate was sent
+    accepted_since: int = 0  # requests sent after it and accepted
 
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
@@ -332,12 +360,18 @@ class Probe:
         self.tat = max(self.tat, now) + 1 / self.rate
         self.count += 1
 
-    def accepted(self, now: float) -> None:
+    def accepted(self, sent_at: float, now: float) -> None:
+        if sent_at > self.refused_at:
+            self.accepted_since += 1
         if self.rate is None or now - self.since < _SUSTAIN_SECONDS:
             return
         if self.count < _SUSTAIN_REQUESTS:
             return
         self.low = max(self.low, self.rate)
+        if not self.paced_high and self.high / self.low <= _CLOSE_ENOUGH:
+            # The ceiling was slow start's guess (the gap before a refused send, which a
+            # slow first send shortens), and a rate close to it holds: look above it.
+            self.high *= 2
         if math.isinf(self.high):  # only bursts were refused: no rate is known too fast
             self._set(self.low * 2, now)
         elif self.high / self.low > _CLOSE_ENOUGH:
@@ -346,10 +380,18 @@ class Probe:
             self.high = self.high * 1.1  # the limit may have grown: look a little higher
             self._set(math.sqrt(self.low * self.high), now)
 
-    def rejected(self, sent_at: float, now: float, *, first_guess: float) -> None:
-        """A 429 for a request sent at ``sent_at``."""
+    def rejected(
+        self, sent_at: float, now: float, *, first_guess: float, told: float | None = None
+    ) -> None:
+        """A 429 for a request sent at ``sent_at``; ``told``: the rate the user stated."""
         if sent_at < self.cut_at:
             return  # sent before the last cut: the same overload, already answered
+        floor = self._floor(sent_at)
+        if told is not None and self.rate is None:
+            # The first 429 at a stated rate: the statement is believed within a margin
+            # (a leaky bucket with no burst refuses a request that comes a little early).
+            floor = max(floor, told * _TOLD_MARGIN)
+        self.refused_at, self.accepted_since = sent_at, 0
         # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
         too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
         if math.isinf(too_fast):
@@ -358,24 +400,53 @@ class Probe:
             self._set(first_guess, now)
             self.cut_at, self.tat = now, now + 1 / first_guess
             return
-        self.high = min(self.high, too_fast)
+        if too_fast < self.high:
+            self.high, self.paced_high = too_fast, self.rate is not None or told is not None
         if self.low * _CLOSE_ENOUGH >= self.high:
             # A 429 at what looked sustainable: that was a burst allowance running out.
             self.low = self.high * _FIRST_CUT
+        self.low = max(self.low, min(floor, self.high / _CLOSE_ENOUGH))
         rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high * _FIRST_CUT
         self._set(rate, now)
         self.cut_at = now
         self.tat = now + 1 / rate
 
+    def _floor(self, sent_at: float) -> float:
+        """A rate the service is known to take, from what it accepted since the last 429.
+
+        A 429 means the limiter was full when it came. Between two such moments everything
+        it accepted has drained, so it drained at least (accepted - 1) requests over the
+        time between them (the -1 for where in its last request each moment fell; less
+        than its rate if it ran dry in between): a lower bound on its rate that no burst
+        allowance can inflate, unlike a rate held for a while without a 429.
+        """
+        span = sent_at - self.refused_at
+        if math.isinf(span) or span <= 0 or self.accepted_since < _FLOOR_REQUESTS:
+            return 0.0
+        return (self.accepted_since - 1) / span
+
     def _set(self, rate: float, now: float) -> None:
         self.rate, self.since, self.count = rate, now, 0
 
 
+def _bucket_rate(limit: float, remaining: float, reset: float) -> tuple[float, float] | None:
+    """The refill rates per second a token bucket reading implies, low and high (None:
+    a full bucket says nothing). See :meth:`Limit._learn_refill`."""
+    deficit = limit - remaining
+    if deficit < 1:
+        return None
+    low = max(1.0, deficit - 1) / (reset + _RESET_ROUNDING)
+    high = deficit / max(reset - _RESET_ROUNDING, 1e-9) if remaining >= 1 else math.inf
+    return low, high
+
+
 def _send_rate(sends: list[float], until: float) -> float:
-    """Requests per second over the recent sends up to ``until`` (inf: too few to say)."""
+    """The rate at which the send at ``until`` followed the one before (inf: at once, or
+    none before). Not an average over the recent sends: slow start speeds up as it goes,
+    and an average would put the limit below the rate the service had just taken."""
     recent = [t for t in sends if t <= until]
-    span = recent[-1] - recent[0] if recent else 0.0
-    return (len(recent) - 1) / span if span > 0 else math.inf
+    gap = recent[-1] - recent[-2] if len(recent) >= 2 else 0.0
+    return 1 / gap if gap > 0 else math.inf
 
 
 @dataclass(slots=True)
@@ -470,7 +541,11 @@ class Account:
         wave = max(0, math.ceil(math.log2(self.sent + 2)) - 1)  # request n goes in wave k
         if wave >= _SLOW_START_END:
             return 0.0
-        return max(0.0, self.started + wave * SLOW_START_STEP - now)
+        # A wave is spread over its step, not sent at once: the first 429 comes back before
+        # the rest of the wave has gone, so a limit is overshot by a request, not a wave.
+        size = 1 << wave
+        place = (self.sent - (size - 1)) / size
+        return max(0.0, self.started + (wave + place) * SLOW_START_STEP - now)
 
     # -- what the service said ------------------------------------------------------------
 
@@ -478,7 +553,7 @@ class Account:
         """A response that was not a 429, with its headers (maybe none)."""
         self.lost(ticket)
         self._read(ticket, headers, now)
-        self.probe.accepted(now)
+        self.probe.accepted(ticket.at, now)
 
     def rejected(
         self,
@@ -504,8 +579,9 @@ class Account:
             # tell, to be found from the 429s. (A retry-after says when to come back: that
             # is obeyed, and a 429 that comes with one says nothing about our rate.)
             guess = 1 / _HIDDEN_BACKOFF if said is not None else 1 / SLOW_START_STEP
-            guess = self.requests.pace or guess  # a stated rate is the better first guess
-            self.probe.rejected(ticket.at, now, first_guess=guess)
+            pace = self.requests.pace
+            guess = pace or guess  # a stated rate is the better first guess
+            self.probe.rejected(ticket.at, now, first_guess=guess, told=pace)
             if self.requests.pace is not None:
                 # At a stated pace, the burst it allows after a lull is what was refused.
                 self.requests.level = min(self.requests.level, 0.0)

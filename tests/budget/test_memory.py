@@ -8,7 +8,7 @@ import math
 import pytest
 
 from splitter._budget import MemoryBudget, Reservation
-from splitter._budget._account import _FIRST_CUT, SLOW_START_STEP, Account
+from splitter._budget._account import _FIRST_CUT, SLOW_START_STEP, Account, Limit
 
 pytestmark = pytest.mark.anyio
 
@@ -49,13 +49,37 @@ def _window(limit: int, remaining: int, reset: str) -> dict[str, str]:
 
 
 async def test_a_cold_endpoint_opens_like_slow_start() -> None:
-    """Knowing nothing, requests go in waves of 1, 2, 4, 8 one step apart, never a flood."""
+    """Knowing nothing, requests go in waves of 1, 2, 4, 8 one step apart, never a flood;
+    each wave spread evenly over its step, so a 429 can stop the rest of it."""
     clock = Clock()
     budget = _budget(clock)
     times = [await _sent_at(budget, clock) for _ in range(15)]
     step = SLOW_START_STEP
-    expected = [0.0] + [step] * 2 + [2 * step] * 4 + [3 * step] * 8
+    expected = [(k + i / 2**k) * step for k in range(4) for i in range(2**k)]
     assert times == pytest.approx(expected)
+    assert expected[:4] == pytest.approx([0.0, step, 1.5 * step, 2 * step])
+
+
+async def test_a_429_in_the_middle_of_a_slow_start_wave_holds_the_rest_of_it() -> None:
+    """Regression: a wave went out at once, so a leaky bucket with a burst of 5 refused
+    the 7 requests of the wave of 8 that came after its burst. Now the second request of
+    a wave waits its turn, and a 429 for the first that comes back before then (loopback:
+    milliseconds) holds it to the pace the 429 sets."""
+    clock = Clock()
+    budget = _budget(clock)
+    sent = [await budget.acquire(1) for _ in range(8)]  # waves 0-2, and the first of 3
+    wave_start = clock.now
+    account = budget.account
+    delay, _ = account.wait(1, wave_start)
+    assert delay == pytest.approx(SLOW_START_STEP / 8)
+    for reservation in sent[:7]:
+        await budget.settle(reservation, {})
+    clock.now = wave_start + 0.002  # the 429 for the first of the wave comes back
+    await _rejected(budget, sent[7])
+    assert account.probe.rate is not None
+    delay, _ = account.wait(1, clock.now)
+    assert delay == pytest.approx(1 / account.probe.rate)
+    assert delay > SLOW_START_STEP / 8
 
 
 async def test_slow_start_ends_and_unknown_limits_then_never_wait() -> None:
@@ -204,11 +228,12 @@ async def _rejected(budget: MemoryBudget, reservation: Reservation) -> None:
 
 
 async def test_429s_without_headers_search_for_the_rate() -> None:
-    """No headers at all (nginx): the first 429 cuts the rate it was sent at to 0.4 of it; a
-    rate held for a while without one is known good; the next guess is between the two."""
+    """No headers at all (nginx): the first 429 cuts the rate it was sent at (the gap to
+    the send before it, not an average over slow start's speeding-up waves) by _FIRST_CUT;
+    a rate held for a while without one is known good; the next guess is between the two."""
     clock = Clock()
     budget = _budget(clock)
-    sent = [await budget.acquire(1) for _ in range(3)]  # waves 0 and 1: 20 per second
+    sent = [await budget.acquire(1) for _ in range(3)]  # the 3rd 1/2 step after the 2nd
     await _rejected(budget, sent[2])
     probe = budget.account.probe
     assert probe.high == pytest.approx(1 / SLOW_START_STEP * 2)
@@ -217,8 +242,32 @@ async def test_429s_without_headers_search_for_the_rate() -> None:
         await budget.settle(await budget.acquire(1), {})
         if probe.low:
             break
-    assert probe.low == pytest.approx(8.0)
-    assert probe.rate == pytest.approx(math.sqrt(8.0 * 20.0))
+    good = 20.0 * _FIRST_CUT
+    assert probe.low == pytest.approx(good)
+    assert probe.rate == pytest.approx(math.sqrt(good * 20.0))
+
+
+async def test_what_was_accepted_between_two_429s_bounds_the_rate_from_below() -> None:
+    """A 429 means the limiter was full; between two of them it drained at least what it
+    accepted, less one: that floor, not a guess, is where the search resumes (regression:
+    a burst allowance made a too-fast rate look sustainable, and the next 429 cut to 0.4
+    of it)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    probe.rate, probe.low, probe.high = 8.0, 6.0, 10.0
+    first = await budget.acquire(1)
+    await _rejected(budget, first)  # the limiter is full: the search goes on from here
+    assert probe.high == 8.0
+    start = first.ticket.at
+    for _ in range(41):  # 41 accepted in 7 s: it drained at least 40 / 7 a second
+        clock.now = start + (_ + 1) * 7 / 42
+        await budget.settle(await budget.acquire(1), {})
+    clock.now = start + 7.0
+    last = await budget.acquire(1)
+    await _rejected(budget, last)
+    assert probe.high <= 8.0
+    assert probe.low == pytest.approx(40 / 7, rel=0.02)
 
 
 async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess() -> None:
@@ -317,3 +366,37 @@ async def test_what_was_learned_starts_another_budget_knowing_it() -> None:
     fresh.teach(learned)
     assert fresh.account.probe.rate == pytest.approx(budget.account.probe.rate)
     assert fresh.account.evidence
+
+
+def test_a_sliding_logs_reset_jumping_later_is_not_a_token_bucket() -> None:
+    """A sliding log's reset is the age of its oldest request: 2 ms, then 299 ms at the
+    same deficit once that one left. Regression: any reset that moved later was taken for
+    a token bucket, whose refill then opened room the log did not have (a storm of 429s)."""
+    limit = Limit()
+    limit.read(10, 4, 0.002, sent_at=0.0, now=0.001)
+    limit.read(10, 4, 0.299, sent_at=0.0, now=0.002)
+    assert limit.refill is None
+    # A token bucket's resets grow with its deficit at one rate: that is recognised.
+    bucket = Limit()
+    bucket.read(120, 119, 0.5, sent_at=0.0, now=0.001)
+    bucket.read(120, 118, 1.0, sent_at=0.0, now=0.002)
+    assert bucket.refill == pytest.approx(2.0, rel=0.01)  # 120 a minute
+
+
+def test_a_reading_sent_before_an_assumed_reset_does_not_make_the_window_whole() -> None:
+    """Regression: requests still on their way when a reset passed answered after it with
+    the old window's count; with themselves counted as unread, the window looked whole
+    again at the reset, and every later reset sent a whole window into a sliding log."""
+    limit = Limit()
+    limit.read(10, 5, 0.003, sent_at=0.0, now=0.001)
+    before = []
+    for _ in range(5):
+        limit.take(1, 0.001)
+        before.append(limit.booked)
+    assert limit.room(0.005) == math.inf  # the reset passed: one request may look
+    assert limit.probing
+    limit.take(1, 0.005)
+    for i, mark in enumerate(before):  # the old window's answers come back
+        limit.answered(mark)
+        limit.read(10, 5 - i, 0.3, sent_at=0.001, now=0.006)
+    assert not limit.full_at_reset
