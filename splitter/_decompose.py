@@ -31,7 +31,7 @@ class Part:
 
     text: str
     label: str | None  # its marker in the prompt ("1.", "(a)", "①"), if it had one
-    confidence: float  # how sure the split is, 0..1
+    confidence: float  # how sure the split is, 0..1: an ordering, see _WHOLE .. _IMPERATIVE
     depends_on: tuple[int, ...] = ()  # 0-based positions of parts whose answers it needs
     start: int = 0  # where it sits in the prompt (character offsets)
     end: int = 0
@@ -303,6 +303,35 @@ _RHETORICAL_OPENER = re.compile(
 )
 
 
+# -- how sure a part is: Part.confidence -----------------------------------------------------
+# An ordering, not a calibrated probability: the more of the independent signs (a list
+# marker, a question mark, a question word or task verb) that agree a piece of text is a
+# request of its own, the higher. Nothing in the package acts on the value; callers may,
+# to keep a doubtful split together. The values are the ones the rules were written with;
+# no labelled corpus records how sure a human is, so none has been fitted.
+#
+# Nothing was split: the prompt, as asked, is one request.
+_WHOLE = 1.0
+# A list item ending in "?" in a list of questions: marker and mark both say it.
+_LISTED_QUESTION = 0.95
+# A sentence ending in "?" outside a list: the mark says question, the boundaries are read
+# from sentence ends, which abbreviations and numbers can blur.
+_QUESTION_SENTENCE = 0.9
+# A list item that reads as a question or request by its words, with no "?": the marker
+# bounds it, its words say it asks.
+_LISTED_REQUEST = 0.85
+# "First ...", "Then ...": a step word leads it; steps are parts, but may be one task.
+_STEP = 0.75
+# A clause of a ";" / " / " run of questions, or an unpunctuated line among asking lines:
+# the cut is inferred from punctuation and line breaks that often mean less.
+_WEAK_BOUNDARY = 0.7
+# Starts with a question word but does not end in "?" ("Also what's the best way ...").
+_UNMARKED_QUESTION = 0.65
+# Read as a request by its leading task verb alone ("Explain X."), or the sentence before a
+# "Then" step: the weakest sign, as an imperative is as often context or an instruction.
+_IMPERATIVE = 0.6
+
+
 @dataclass(slots=True)
 class _Unit:
     text: str  # as in the prompt, marker removed, stripped
@@ -329,7 +358,7 @@ def decompose(prompt: str) -> Decomposition:
         whole = prompt.strip()
         start = prompt.index(whole)
         return Decomposition(
-            prompt, "", (Part(whole, None, 1.0, (), start, start + len(whole)),), ""
+            prompt, "", (Part(whole, None, _WHOLE, (), start, start + len(whole)),), ""
         )
     parts = tuple(Part(u.text, u.label, confidence, (), u.start, u.end) for u, confidence in chosen)
     preamble = _strip_label(prompt[: parts[0].start], parts[0].label)
@@ -580,23 +609,25 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
             before = _request_before(units, k)
             taken = bool(chosen) and chosen[-1][0] is before
             if not taken and not before.item and _SENTENCE_END.search(_masked(before.text)):
-                chosen.append((before, 0.6))  # "Draft a bio. Then shorten it."
+                chosen.append((before, _IMPERATIVE))  # "Draft a bio. Then shorten it."
         if u.item:
             if list_ok:
-                chosen.append((u, 0.95 if _QUESTION_END.search(masked) else 0.85))
+                question = _QUESTION_END.search(masked)
+                chosen.append((u, _LISTED_QUESTION if question else _LISTED_REQUEST))
             continue
         if masked.rstrip().endswith((":", "：")):
             continue  # a lead-in: "Please answer the following:"
         if _QUESTION_END.search(masked) or u.clause:
-            chosen.append((u, 0.9 if not u.clause else 0.7))
+            chosen.append((u, _WEAK_BOUNDARY if u.clause else _QUESTION_SENTENCE))
         elif _STEP_START.match(u.text):
-            chosen.append((u, 0.75))
+            chosen.append((u, _STEP))
         elif u.bare is not None and u.bare in asking_blocks:
-            chosen.append((u, 0.7))
+            chosen.append((u, _WEAK_BOUNDARY))
         elif _WH_START.match(_core(u.text)):
-            chosen.append((u, 0.65))  # "Also what's the best way to move my files over."
+            # "Also what's the best way to move my files over."
+            chosen.append((u, _UNMARKED_QUESTION))
         elif _is_request(u.text) and (_SENTENCE_END.search(masked) or u.bare is not None):
-            chosen.append((u, 0.6))
+            chosen.append((u, _IMPERATIVE))
     # "Who buys a car in December? But my lease ends ...": a question the user answers
     # or sets aside with a "but" statement was rhetorical, context for what follows.
     position = {id(u): k for k, u in enumerate(units)}

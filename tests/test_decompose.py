@@ -132,3 +132,20 @@ def test_reference_words_find_the_answer_they_need_and_only_then() -> None:
     }
     for prompt, want in needs.items():
         assert decompose(prompt).parts[1].depends_on == want, prompt
+
+
+@pytest.mark.parametrize(
+    ("prompt", "confidences"),
+    [
+        ("What is DNS, and why does it matter?", [1.0]),
+        ("1. What is DNS?\n2. Explain TLS.", [0.95, 0.85]),
+        ("What is DNS? Explain TLS.", [0.9, 0.6]),
+        ("First, write f. Then test it.", [0.75, 0.75]),
+        ("what is dns\nhow does tls work", [0.7, 0.7]),
+        ("Also what is DNS. What is TLS?", [0.65, 0.9]),
+    ],
+)
+def test_confidence_orders_how_many_signs_agree(prompt: str, confidences: list[float]) -> None:
+    """Part.confidence (issue 16): marker + "?" > "?" > marker > step > weak cut > question
+    word alone > task verb alone; a prompt left whole is 1.0."""
+    assert [p.confidence for p in decompose(prompt).parts] == confidences
