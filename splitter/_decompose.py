@@ -863,8 +863,6 @@ _PRONOUN = re.compile(
     r"allí|ahí|allá|dort|dorthin|его|её|их|suyo|suya|suyos|suyas|(?-i:er)|"
     r"darin|darüber|davon|daran|darauf|deren|dessen|là-bas|leurs?|lì|laggiù|lá|"
     r"ele|ela|eles|elas|dele|dela|deles|delas|suo|sua|suoi|seu|seus|suas)\b"
-    # Spanish "su" in a Spanish question (Turkish "su" is water)
-    r"|(?:¿|\b(?:qué|cuál|cuáles|quién|quiénes|dónde|cuándo|cómo|cuánt[oa]s?)\b)[^?]*\bsus?\b"
     # "those" that is not "those who/of", "there" that is not "there is"
     r"|\bthose\b(?!\s+(?:who|that|which|of|with|in)\b)"
     r"|(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)(?<!\bbe\s)(?<!\bany\s)\bthere\b"
@@ -874,9 +872,6 @@ _PRONOUN = re.compile(
     r"|\b(?:does|do|did|is|was|can|could|will|would|should|has)\s+(?:this|that)\b"
     # German possessives before a (capitalised) noun: "sein Hauptsitz", "ihre Hauptstadt"
     r"|(?-i:\b(?:[Ss]ein|ihr)(?:e[mnrs]?)?\s+[A-ZÄÖÜ])"
-    # French possessives in a French question ("Quelle est sa capitale ?"), not Spanish
-    # "son" (are), Italian "sa" (knows) or Turkish "son" (last)
-    r"|\b(?:quel(?:le)?s?|combien|pourquoi|où|qu['’]\w+|est-ce)\b.*\b(?:sa|son|ses)\s+\w"
     # French clitics: "s'y baigner", "y aller", inversion "a-t-il", not "fait-il", "y a-t-il"
     r"|\b[snjmtlc]['’]y\b|\by\s+(?:aller|monter|arriver|accéder|rester|loger|dormir|vivre)\b"
     # French object clitics before a closing infinitive: "pour la gravir ?", "de les voir ?"
@@ -884,6 +879,20 @@ _PRONOUN = re.compile(
     r"|(?<!\bfait)(?<!\bfaut)(?<!\by a)-t-(?:il|elle|ils|elles)\b"
     r"|^(?:它|他|她|そこ|それ)",
     re.I,
+)
+# Possessives that are other words in other languages count only in a question of their
+# own language: French "sa capitale" (not Spanish "son" = are, Italian "sa" = knows, Turkish
+# "son" = last), Spanish "su sede" (not Turkish "su" = water). Two searches, not one
+# pattern spanning the text between them, which would be quadratic.
+_POSSESSIVE_IN_LANGUAGE = (
+    (
+        re.compile(r"\b(?:quel(?:le)?s?|combien|pourquoi|où|qu['’]\w+|est-ce)\b", re.I),
+        re.compile(r"\b(?:sa|son|ses)\s+\w", re.I),
+    ),
+    (
+        re.compile(r"¿|\b(?:qué|cuál|cuáles|quién|quiénes|dónde|cuándo|cómo|cuánt[oa]s?)\b", re.I),
+        re.compile(r"\bsus?\b", re.I),
+    ),
 )
 
 
@@ -950,7 +959,10 @@ def _references(
             return {j - 1}  # "that city", "cet auteur", "essa cidade": no context to mean
     if not preamble and _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
         return {j - 1}  # "How much does the cheapest model cost?": of what was just named
-    if not preamble and _PRONOUN.search(masked) and not _mentions_own_subject(text):
+    pronoun = _PRONOUN.search(masked) or any(
+        lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
+    )
+    if not preamble and pronoun and not _mentions_own_subject(text):
         return {j - 1}
     return found
 
