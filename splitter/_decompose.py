@@ -11,7 +11,10 @@ split only when it clearly holds two or more questions or requests:
   the one question it is attached to;
 * outside lists, lines and sentences ending in "?" (any script) are questions; an imperative
   sentence counts as a request only when it leads with a task verb or a step word ("First",
-  "Then", "先", "Sonra") — a trailing "Keep it short." is shared instructions, not a part.
+  "Then", "先", "Sonra") — a trailing "Keep it short." is shared instructions, not a part;
+* a sentence that constrains the request before it ("Make it short.", "Use bullet points.",
+  "Halte sie kurz.", "Evita los tecnicismos.", "Explain why.") is never a part: between two
+  parts it belongs to the one before; a rhetorical opener ("You know how ...?") is context.
 
 Text before the first part is the shared ``preamble``; after the last, the ``postscript``.
 """
