@@ -11,7 +11,10 @@ split only when it clearly holds two or more questions or requests:
   the one question it is attached to;
 * outside lists, lines and sentences ending in "?" (any script) are questions; an imperative
   sentence counts as a request only when it leads with a task verb or a step word ("First",
-  "Then", "先", "Sonra") — a trailing "Keep it short." is shared instructions, not a part.
+  "Then", "先", "Sonra") — a trailing "Keep it short." is shared instructions, not a part;
+* a sentence that constrains the request before it ("Make it short.", "Use bullet points.",
+  "Halte sie kurz.", "Evita los tecnicismos.", "Explain why.") is never a part: between two
+  parts it belongs to the one before; a rhetorical opener ("You know how ...?") is context.
 
 Text before the first part is the shared ``preamble``; after the last, the ``postscript``.
 """
@@ -31,7 +34,7 @@ class Part:
 
     text: str
     label: str | None  # its marker in the prompt ("1.", "(a)", "①"), if it had one
-    confidence: float  # how sure the split is, 0..1
+    confidence: float  # how sure the split is, 0..1: an ordering, see _WHOLE .. _IMPERATIVE
     depends_on: tuple[int, ...] = ()  # 0-based positions of parts whose answers it needs
     start: int = 0  # where it sits in the prompt (character offsets)
     end: int = 0
@@ -93,8 +96,10 @@ _SENTENCE_BREAK = re.compile(r"(?<=[?？!！。؟।])(?!\s*[?？!！؟])|(?<=\S
 # Web addresses are content: their "?" and "." say nothing about sentences.
 _URL = re.compile(r"\b(?:https?://|www\.)\S+")
 # Words a full stop does not end a sentence after: abbreviations, initials, "1." markers.
+# A number ending a sum ("Calcule 12 × 37.") does end its sentence.
 _NO_BREAK_BEFORE = re.compile(
-    r"(?:^|\s)(?:(?i:e\.g|i\.e|p\.s|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|\d{1,2}|[A-Z])\.$"
+    r"(?:^|\s)(?:(?i:e\.g|i\.e|p\.s|etc|vs|mr|mrs|ms|dr|st|no|approx|z\.b|bzw|vb)|[A-Z])\.$"
+    r"|(?:^|(?<![×x*+/=÷−-])\s)\d{1,2}\.$"
 )
 # Longer than any match of it ("approx." after a space is 8), so "^" cannot match mid-word.
 _LONGEST_NO_BREAK = 16
@@ -214,6 +219,9 @@ _TASK_START = re.compile(
     r"give|name|define|calculate|compute|compare|tell me|rank|suggest|recommend|outline|"
     r"balance|solve|find|convert|prove|simplify|derive|draw|create|make|generate|plan|design|"
     r"draft|rewrite|edit|shorten|proofread|help me|tell|escríb\w*|dame|haz|назови\w*|"
+    r"divide|multiply|subtract|round\s+(?:it|the|this|that|to|up|down)|rechne|berechne|"
+    r"multipliziere|dividiere|addiere|subtrahiere|calcul[ae]|calcola|divis[ea]|divid[ai]|"
+    r"multipli(?:e|ca|que)|explíca\w*|"
     r"придумай|напиши|составь|hazırla|öner|scrivi|dammi|spiega|"
     r"fix|check|correct|improve|review|analy[sz]e|evaluate|identify|classify|provide|"
     r"erkläre|beschreibe|schreibe?|nenne|übersetze|explica|describe|escribe|traduce|"
@@ -225,7 +233,8 @@ _TASK_START = re.compile(
 _STEP_START = re.compile(
     r"^(?:first(?:ly)?|then|next|after that|finally|lastly|zuerst|dann|danach|schließlich|"
     r"primero|luego|después|finalmente|d'abord|ensuite|enfin|сначала|потом|затем|наконец|"
-    r"önce|sonra|ardından|son olarak|先|首先|然后|然後|接着|接著|再|最后|最後|まず|次に|最後に)"
+    r"önce|sonra|ardından|son olarak|先|首先|然后|然後|接着|接著|再|最后|最後|まず|次に|最後に|"
+    r"puis|poi|infine|dopodiché|depois|em\s+seguida|por\s+fim|por\s+último|zum\s+schluss)"
     r"(?=[\s,，、]|[^\W\d_])",
     re.I,
 )
@@ -235,6 +244,95 @@ _MATERIAL_VERB = re.compile(
     r"перевед|перепиш|резюм|总结|總結|翻译|翻譯|概括|改写|özet|çevir|要約|翻訳",
     re.I,
 )
+
+
+# A sentence that constrains the request before it ("Make it short.", "Use bullet points.",
+# "Halte sie unter drei Minuten.", "Evita los tecnicismos.", "Explain why."): how to do that
+# request, not a request of its own. It is matched on the sentence's start: a constraint
+# verb, a verb whose object points back ("make it", "hazlo", "fais-la", "faça-o"), a
+# "no/without/don't" phrase, or a request for the reason of the answer just asked for.
+_CONSTRAINT = re.compile(
+    r"^(?:please\s+|bitte\s+|por\s+favor,?\s+|per\s+favore,?\s+|s'il\s+te\s+plaît,?\s+)?(?:"
+    # English
+    r"(?:keep|make|write|format|put|word|phrase)\s+(?:it|them|this|that|sure|each|every|the|"
+    r"your|all)\b|use\b|avoid\b|don'?t\b|do\s+not\b|never\b|no\s+\w|without\b|include\b|"
+    r"focus\b|assume\b|limit\b|stick\s+to\b|mention\b|only\b|be\s+(?:brief|concise|polite|"
+    r"specific|clear|honest|friendly|careful|firm|direct|creative|funny|precise|short|"
+    r"detailed|thorough|concrete)\b|give\s+me\s+(?:\d+|two|three|four|five|six|seven|eight|"
+    r"nine|ten|a\s+few|some|several)\s+(?:options|examples|ideas|suggestions|alternatives|"
+    r"variants|versions|choices)\b|(?:explain|tell\s+me|say)\s+why\s*[.!]?$|justify\b|"
+    r"show\s+your\s+(?:work|working|reasoning|steps)\b|explain\s+your\s+(?:reasoning|answer)\b"
+    # German
+    r"|halte?\s+(?:es|sie|ihn|dich|euch)\b|mach(?:e)?\s+(?:es|sie|ihn|das)\b|verwende\b|"
+    r"benutze\b|nutze\b|vermeide\b|achte\b|geh(?:e)?\s+davon\s+aus\b|nimm\s+an\b|ohne\b|"
+    r"keine?\b|begründe\b|erkläre?\s+warum\b|beschränke\b|bleib(?:e)?\b|sei\s+\w+\s*[.!]?$"
+    # French
+    r"|fai(?:s|tes)-(?:le|la|les)\b|garde[zs]?\b|utilise[zs]?\b|évite[zs]?\b|reste[zs]?\b|"
+    r"sois\b|soyez\b|mets\b|mettez\b|pas\s+de\b|sans\b|n['’]\w+\s+pas\b|ne\s+\w+\s+pas\b|"
+    r"justifie[zs]?\b|explique[zs]?\s+pourquoi\b|tiens\s+compte\b|tenez\s+compte\b|"
+    r"limite[sz]?-(?:toi|vous)\b"
+    # Spanish
+    r"|haz(?:lo|la|los|las)\b|mantén\b|manten(?:lo|la)\b|usa\b|utiliza\b|evita\b|"
+    r"no\s+(?:uses|incluyas|pases|menciones|añadas|pongas|des|utilices)\b|sin\b|"
+    r"que\s+(?:no\s+)?sea\w*\b|ten\s+en\s+cuenta\b|explica\s+por\s+qué\b|justifica\b|"
+    r"sé\s+(?:breve|conciso|concisa|claro|clara|concreto|concreta|directo|directa|amable)\b|"
+    r"limítate\b"
+    # Italian
+    r"|fall[aoi]\b|fai\s+in\s+modo\b|mantieni\b|utilizza\b|niente\b|senza\b|"
+    r"non\s+(?:usare|superare|includere|menzionare|aggiungere)\b|tieni\s+(?:conto|presente)\b|"
+    r"motiva\b|giustifica\b|spiega\s+perché\b|sii\s+\w+\s*[.!]?$|limitati\b"
+    # Portuguese
+    r"|faça-(?:o|a|os|as)\b|mantenha\b|use\b|utilize\b|evite\b|sem\b|"
+    r"não\s+(?:use|inclua|passe|mencione|ultrapasse|coloque)\b|considere\b|justifique\b|"
+    r"explique\s+por\s+quê\b|seja\s+\w+\s*[.!]?$|limite-se\b"
+    r")",
+    re.I,
+)
+# "You know how everyone says ...?", "Ever wondered why ...?", "¿Te has preguntado ...?": a
+# question asked only to lead into the real one, so it is context, not a part.
+_RHETORICAL_OPENER = re.compile(
+    r"^[¿¡]?(?:you\s+know\s+(?:how|when|what|that)|(?:have\s+you\s+)?ever\s+(?:wonder|notice)\w*|"
+    r"isn'?t\s+it\s+(?:funny|weird|strange|annoying|crazy)|don'?t\s+you\s+(?:hate|love)|"
+    r"kennst\s+du\s+das|(?:hast\s+du\s+dich|schon)\s+(?:je|jemals|mal|schon\s+mal)?\s*"
+    r"(?:gefragt|überlegt)|wer\s+kennt\s+das\s+nicht|"
+    r"(?:tu|vous)\s+sa(?:is|vez)\s+quand|(?:tu\s+t['’]es|vous\s+êtes-vous)\s+(?:déjà|jamais)\s+"
+    r"demandé|qui\s+n['’]a\s+jamais|"
+    r"sabes\s+cuando|(?:alguna\s+vez\s+)?(?:te|os)\s+has\s+preguntado|"
+    r"a\s+quién\s+no\s+le\s+ha\s+pasado|"
+    r"sai\s+quando|ti\s+sei\s+mai\s+chiest|vi\s+siete\s+mai\s+chiest|"
+    r"a\s+chi\s+non\s+è\s+mai\s+capitato|"
+    r"(?:você\s+)?sabe\s+quando|(?:você\s+)?já\s+se\s+perguntou|quem\s+nunca)",
+    re.I,
+)
+
+
+# -- how sure a part is: Part.confidence -----------------------------------------------------
+# An ordering, not a calibrated probability: the more of the independent signs (a list
+# marker, a question mark, a question word or task verb) that agree a piece of text is a
+# request of its own, the higher. Nothing in the package acts on the value; callers may,
+# to keep a doubtful split together. The values are the ones the rules were written with;
+# no labelled corpus records how sure a human is, so none has been fitted.
+#
+# Nothing was split: the prompt, as asked, is one request.
+_WHOLE = 1.0
+# A list item ending in "?" in a list of questions: marker and mark both say it.
+_LISTED_QUESTION = 0.95
+# A sentence ending in "?" outside a list: the mark says question, the boundaries are read
+# from sentence ends, which abbreviations and numbers can blur.
+_QUESTION_SENTENCE = 0.9
+# A list item that reads as a question or request by its words, with no "?": the marker
+# bounds it, its words say it asks.
+_LISTED_REQUEST = 0.85
+# "First ...", "Then ...": a step word leads it; steps are parts, but may be one task.
+_STEP = 0.75
+# A clause of a ";" / " / " run of questions, or an unpunctuated line among asking lines:
+# the cut is inferred from punctuation and line breaks that often mean less.
+_WEAK_BOUNDARY = 0.7
+# Starts with a question word but does not end in "?" ("Also what's the best way ...").
+_UNMARKED_QUESTION = 0.65
+# Read as a request by its leading task verb alone ("Explain X."), or the sentence before a
+# "Then" step: the weakest sign, as an imperative is as often context or an instruction.
+_IMPERATIVE = 0.6
 
 
 @dataclass(slots=True)
@@ -258,12 +356,12 @@ def decompose(prompt: str) -> Decomposition:
     if not prompt.strip():
         raise ValueError("the prompt is blank")
     units = [] if _FENCE.search(prompt) else _units(prompt)
-    chosen = _choose(units)
+    chosen = _choose(units, prompt)
     if len(chosen) < 2 or _is_material(prompt, chosen):
         whole = prompt.strip()
         start = prompt.index(whole)
         return Decomposition(
-            prompt, "", (Part(whole, None, 1.0, (), start, start + len(whole)),), ""
+            prompt, "", (Part(whole, None, _WHOLE, (), start, start + len(whole)),), ""
         )
     parts = tuple(Part(u.text, u.label, confidence, (), u.start, u.end) for u, confidence in chosen)
     preamble = _strip_label(prompt[: parts[0].start], parts[0].label)
@@ -486,7 +584,7 @@ def _unit(prompt: str, start: int, end: int) -> list[_Unit]:
     return [_Unit(text, offset, offset + len(text))]
 
 
-def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
+def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
     """The units that are parts, with a confidence each."""
     items = [u for u in units if u.item]
     list_ok = len(items) >= 2 and _list_of_questions(units, items)
@@ -501,30 +599,38 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
         for b, us in blocks.items()
         if len(us) >= 2 and 3 * sum(_asks(u) or _is_request(u.text) for u in us) >= 2 * len(us)
     }
+    # Sentences that constrain the request before them ("Keep it short.") belong to it.
+    constraining = {k for k, u in enumerate(units) if k and _constrains(u)}
     chosen: list[tuple[_Unit, float]] = []
     for k, u in enumerate(units):
         masked = _masked(u.text)
+        if k in constraining and chosen:
+            continue  # "Write a cover letter. Make it short.": one request
+        if not u.item and _RHETORICAL_OPENER.match(_core(u.text)):
+            continue  # "You know how ...?": a lead-in to the real question
         if k and _THEN.match(u.text) and not u.item:
-            before = units[k - 1]
+            before = _request_before(units, k)
             taken = bool(chosen) and chosen[-1][0] is before
             if not taken and not before.item and _SENTENCE_END.search(_masked(before.text)):
-                chosen.append((before, 0.6))  # "Draft a bio. Then shorten it."
+                chosen.append((before, _IMPERATIVE))  # "Draft a bio. Then shorten it."
         if u.item:
             if list_ok:
-                chosen.append((u, 0.95 if _QUESTION_END.search(masked) else 0.85))
+                question = _QUESTION_END.search(masked)
+                chosen.append((u, _LISTED_QUESTION if question else _LISTED_REQUEST))
             continue
         if masked.rstrip().endswith((":", "：")):
             continue  # a lead-in: "Please answer the following:"
         if _QUESTION_END.search(masked) or u.clause:
-            chosen.append((u, 0.9 if not u.clause else 0.7))
+            chosen.append((u, _WEAK_BOUNDARY if u.clause else _QUESTION_SENTENCE))
         elif _STEP_START.match(u.text):
-            chosen.append((u, 0.75))
+            chosen.append((u, _STEP))
         elif u.bare is not None and u.bare in asking_blocks:
-            chosen.append((u, 0.7))
+            chosen.append((u, _WEAK_BOUNDARY))
         elif _WH_START.match(_core(u.text)):
-            chosen.append((u, 0.65))  # "Also what's the best way to move my files over."
+            # "Also what's the best way to move my files over."
+            chosen.append((u, _UNMARKED_QUESTION))
         elif _is_request(u.text) and (_SENTENCE_END.search(masked) or u.bare is not None):
-            chosen.append((u, 0.6))
+            chosen.append((u, _IMPERATIVE))
     # "Who buys a car in December? But my lease ends ...": a question the user answers
     # or sets aside with a "but" statement was rhetorical, context for what follows.
     position = {id(u): k for k, u in enumerate(units)}
@@ -555,7 +661,51 @@ def _choose(units: Sequence[_Unit]) -> list[tuple[_Unit, float]]:
         chosen.pop()
     while chosen and _instruction(chosen[0][0]) and _ANSWER_WORD.search(chosen[0][0].text):
         chosen.pop(0)
+    chosen = _with_constraints(units, chosen, constraining, prompt)
     return [(_without_greeting(u), c) for u, c in chosen]
+
+
+def _constrains(u: _Unit) -> bool:
+    """A sentence saying how to do the request before it ("Use bullet points.")."""
+    return (
+        not u.item
+        and not _QUESTION_END.search(_masked(u.text))
+        and bool(_CONSTRAINT.match(_core(u.text)))
+    )
+
+
+def _request_before(units: Sequence[_Unit], k: int) -> _Unit:
+    """The unit before ``units[k]``, passing over the constraints between them: "Explain
+    X. Keep it simple. Then ..." carries on from "Explain X."."""
+    i = k - 1
+    while i > 0 and _constrains(units[i]):
+        i -= 1
+    return units[i]
+
+
+def _with_constraints(
+    units: Sequence[_Unit],
+    chosen: Sequence[tuple[_Unit, float]],
+    constraining: set[int],
+    prompt: str,
+) -> list[tuple[_Unit, float]]:
+    """Each part but the last taken on up to the last constraint before the next part:
+    "Explain X. Keep it simple. Also, what is Y?" has the parts "Explain X. Keep it simple."
+    and "Also, what is Y?" (context between a part and its constraint comes along). After
+    the last part, constraints stay the postscript, said for every part."""
+    position = {id(u): k for k, u in enumerate(units)}
+    out: list[tuple[_Unit, float]] = []
+    for n, (u, c) in enumerate(chosen):
+        k = position.get(id(u))
+        if k is not None and n + 1 < len(chosen) and not u.item:
+            nxt = position.get(id(chosen[n + 1][0]), k)
+            between = range(k + 1, nxt)
+            last = max((i for i in between if i in constraining), default=k)
+            if last > k and not any(units[i].item for i in between):
+                end = units[last].end
+                u = _Unit(prompt[u.start : end], u.start, end, u.label, u.item, u.clause, u.bare)
+        out.append((u, c))
+    return out
 
 
 def _rhetorical(question: _Unit, following: Sequence[_Unit]) -> bool:
@@ -672,6 +822,7 @@ _EXPLICIT_REF = re.compile(
 _PREVIOUS_REF = re.compile(
     r"\b(?:previous|above|preceding|prior|earlier|last answer|that answer|your answer|"
     r"the result|vorherig|obig|oben|anterior|arriba|предыдущ|выше|précédent|ci-dessus)\w*"
+    r"|\b(?:das|dem|des) ergebnis|\ble résultat|\bel resultado|\bil risultato|\bo resultado"
     r"|\byou (?:just )?(?:wrote|gave|listed|suggested)\b|\byour (?:summary|text|list|query|"
     r"code|function|plan|draft)\b|yazdığın|verdiğin|önerdiğin|你写的|你給的|你给的"
     r"|上一题|上一個|上一个|上面|上述|以上|前面|前の|上記|yukarıdaki|önceki|bir önceki"
@@ -682,19 +833,69 @@ _PREVIOUS_REF = re.compile(
 _DEMONSTRATIVE = re.compile(
     r"(?<!-)\b(?:that|those|these|this|its|their|dies\w*|jene\w*|ese|esa|esos|esas|aquel\w*|"
     r"ce|cet|cette|ces|esse|essa|esses|essas|aquela|этот|эта|это|этого|этой|этом|том|тот|"
-    r"bu|şu|o|그)\s+(?P<noun>\w+)"
+    r"bu|şu|o|그|quella|quello|quegli|quei|desse|dessa|desses|dessas|nesse|nessa|nesses|"
+    r"nessas|daquel\w*|naquel\w*|este|esta|estos|estas|estes|questo|questa|questi|queste|"
+    r"deste|desta|destes|destas|neste|nesta)\s+(?P<noun>\w+)"
+    r"|\b(?P<elided>quell|quest)['’](?P<noun_el>\w+)"
     r"|(?:这|那|這)(?:个|個|条|條|座|位|本|种|種|家)?(?P<zh>\w{1,2})"
     r"|(?:その|この|あの)(?P<ja>\w{1,3})",
     re.I,
 )
 _NOT_NOUNS = frozenset({"que", "qui", "the", "and", "est", "des", "les"})
 _TURKISH_LETTERS = re.compile(r"[ğışİçöü]")
-# Pronouns that can only mean an earlier answer when there is no shared context to mean.
+# "the cheapest model", "the most expensive one", with nothing after it saying of what: of
+# the thing an earlier answer named. "the best way to ...", "the largest of them" say.
+_BARE_SUPERLATIVE = re.compile(
+    r"\bthe\s+(?:(?:most|least)\s+\w+|(?!(?:rest|test|interest|forest|guest|request|quest|"
+    r"chest|nest|contest|protest|harvest|west|arrest|honest|modest)\b)\w+est|best|worst)"
+    r"\s+(?!(?:way|time|place|option|thing|age|of|in|on|at|for|among|from|to|that|which|"
+    r"i|you|we)\b)\w+\b(?!\s+(?:of|in|on|at|for|among|from|that|which|to|i|you|we)\b)",
+    re.I,
+)
+# A capitalised word after the first: the part names its own subject ("... in Lisbon?").
+_NAMED = re.compile(r"(?<=\s)(?-i:[A-Z])\w*")
+# Like "this", these are as often "this year" or "this email" as an earlier answer: they
+# point back only when the noun after them is in an earlier part.
+_THIS_WORD = re.compile(r"this|these|its|their|est[aeo]s?|quest[aeio]?|[dn]est[ae]s?")
+# Pronouns, possessives and place adverbs that can only mean an earlier answer when there
+# is no shared context to mean: "Who discovered them?", "travel there", "Wo ist sein
+# Hauptsitz?", "Quelle est sa capitale ?", "¿Dónde está su sede?", "Si può fare il bagno
+# lì?", "Como faço para chegar lá?".
 _PRONOUN = re.compile(
-    r"\b(?:it|its|they|their|него|нём|неё|ней|ему|туда|там|он|она|они|él|ella|"
-    r"allí|ahí|dort|dorthin|его|её|их|suyo|suya|suyos|suyas|(?-i:er))\b"
+    r"\b(?:it|its|they|their|them|него|нём|неё|ней|ему|туда|там|он|она|они|él|ella|"
+    r"allí|ahí|allá|dort|dorthin|его|её|их|suyo|suya|suyos|suyas|(?-i:er)|"
+    r"darin|darüber|davon|daran|darauf|deren|dessen|là-bas|leurs?|lì|laggiù|lá|"
+    r"ele|ela|eles|elas|dele|dela|deles|delas|suo|sua|suoi|seu|seus|suas)\b"
+    # "those" that is not "those who/of", "there" that is not "there is"
+    r"|\bthose\b(?!\s+(?:who|that|which|of|with|in)\b)"
+    r"|(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)(?<!\bbe\s)(?<!\bany\s)\bthere\b"
+    r"(?!\s*(?:is|are|was|were|['’]s|will|would|could|should|might|may|must|seems?|"
+    r"exists?|isn['’]t|aren['’]t|wasn['’]t|won['’]t|used|has|have|had)\b)"
+    # "How does this work?": "this" / "that" standing alone after a verb
+    r"|\b(?:does|do|did|is|was|can|could|will|would|should|has)\s+(?:this|that)\b"
+    # German possessives before a (capitalised) noun: "sein Hauptsitz", "ihre Hauptstadt"
+    r"|(?-i:\b(?:[Ss]ein|ihr)(?:e[mnrs]?)?\s+[A-ZÄÖÜ])"
+    # French clitics: "s'y baigner", "y aller", inversion "a-t-il", not "fait-il", "y a-t-il"
+    r"|\b[snjmtlc]['’]y\b|\by\s+(?:aller|monter|arriver|accéder|rester|loger|dormir|vivre)\b"
+    # French object clitics before a closing infinitive: "pour la gravir ?", "de les voir ?"
+    r"|\b(?:pour|de|à)\s+(?:la|le|les|l['’])\s*\w+(?:er|ir|re)\s*[?？]?\s*$"
+    r"|(?<!\bfait)(?<!\bfaut)(?<!\by a)-t-(?:il|elle|ils|elles)\b"
     r"|^(?:它|他|她|そこ|それ)",
     re.I,
+)
+# Possessives that are other words in other languages count only in a question of their
+# own language: French "sa capitale" (not Spanish "son" = are, Italian "sa" = knows, Turkish
+# "son" = last), Spanish "su sede" (not Turkish "su" = water). Two searches, not one
+# pattern spanning the text between them, which would be quadratic.
+_POSSESSIVE_IN_LANGUAGE = (
+    (
+        re.compile(r"\b(?:quel(?:le)?s?|combien|pourquoi|où|qu['’]\w+|est-ce)\b", re.I),
+        re.compile(r"\b(?:sa|son|ses)\s+\w", re.I),
+    ),
+    (
+        re.compile(r"¿|\b(?:qué|cuál|cuáles|quién|quiénes|dónde|cuándo|cómo|cuánt[oa]s?)\b", re.I),
+        re.compile(r"\bsus?\b", re.I),
+    ),
 )
 
 
@@ -743,8 +944,13 @@ def _references(
     if _PREVIOUS_REF.search(masked) or _STEP_START.match(text):
         return {j - 1}
     for m in _DEMONSTRATIVE.finditer(masked):
-        noun = (m.group("noun") or m.group("zh") or m.group("ja") or "").lower()
-        word = m.group(0).split()[0].lower() if m.group("noun") is not None else ""
+        noun = (
+            m.group("noun") or m.group("noun_el") or m.group("zh") or m.group("ja") or ""
+        ).lower()
+        if m.group("elided"):
+            word = m.group("elided").lower()  # "quell'autore"
+        else:
+            word = m.group(0).split()[0].lower() if m.group("noun") is not None else ""
         if m.group("noun") is not None and (len(noun) < 3 or noun in _NOT_NOUNS):
             continue  # "ce qu'on", "o da": not a noun phrase
         if word == "o" and not _TURKISH_LETTERS.search(text):
@@ -752,9 +958,14 @@ def _references(
         source = _mentions(noun, lowered[:j])
         if source is not None:
             return {source}
-        if not preamble and word and word not in {"this", "these", "its", "their"}:
+        if not preamble and word and not _THIS_WORD.fullmatch(word):
             return {j - 1}  # "that city", "cet auteur", "essa cidade": no context to mean
-    if not preamble and _PRONOUN.search(masked) and not _mentions_own_subject(text):
+    if not preamble and _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
+        return {j - 1}  # "How much does the cheapest model cost?": of what was just named
+    pronoun = _PRONOUN.search(masked) or any(
+        lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
+    )
+    if not preamble and pronoun and not _mentions_own_subject(text):
         return {j - 1}
     return found
 
@@ -784,8 +995,16 @@ def _is_cjk(text: str) -> bool:
 
 
 def _mentions_own_subject(text: str) -> bool:
-    """ "Is it safe to give dogs peanut butter?", "Is X worth it?": the pronoun is a dummy."""
-    return bool(
+    """ "Is it safe to give dogs peanut butter?", "Is X worth it?": the pronoun is a dummy.
+    Not when the verb after "to" lacks its object, which "it" then is: "Is it hard to learn
+    for a beginner?" (learn it)."""
+    gap = re.match(
+        r"^(?:is|was)\s+it\s+\w+\s+to\s+\w+(?:\s+(?:for|if|as|when|without|at|by|from)\b"
+        r"|\s*[?？.!]?\s*$)",
+        text,
+        re.I,
+    )
+    return gap is None and bool(
         re.match(r"^(?:is|was|does|do|can|should)\s+it\b", text, re.I)
         or re.search(r"\bworth it\b", text, re.I)
     )

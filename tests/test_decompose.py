@@ -89,3 +89,63 @@ def test_blank_and_non_text_prompts_are_clear_errors() -> None:
         decompose("  \n ")
     with pytest.raises(TypeError, match="str"):
         decompose(b"bytes")  # type: ignore[arg-type]
+
+
+def test_a_constraint_stays_with_the_request_before_it() -> None:
+    """Issue 17 item 8: "Make it ...", "Halte sie ...", "Explain why." are not requests."""
+    for prompt in [
+        "Explain how a heat pump works. Keep it under 150 words.",
+        "Is 1 a prime number? Explain why.",
+        "Schreib eine Rede für die Hochzeit. Halte sie unter drei Minuten.",
+        "Can you write a toast for my sister? She loves sailing. Make it funny.",
+    ]:
+        assert decompose(prompt).single, prompt
+    mid = decompose("Explain what an API is. Keep it simple. Also, what is REST?")
+    assert [p.text for p in mid.parts] == [
+        "Explain what an API is. Keep it simple.",
+        "Also, what is REST?",
+    ]
+    end = decompose("What is DNS? What is TLS? Keep it short.")
+    assert ([p.text for p in end.parts], end.postscript) == (
+        ["What is DNS?", "What is TLS?"],
+        "Keep it short.",
+    )
+
+
+def test_a_rhetorical_opener_is_not_a_question() -> None:
+    assert decompose("You know how people say cats hate water? Is that true?").single
+    assert decompose("¿Sabes cuando el pan se pone duro? ¿Cómo lo evito?").single
+
+
+def test_reference_words_find_the_answer_they_need_and_only_then() -> None:
+    needs = {
+        "Which lake is the largest in Italy? Can you swim there?": (0,),
+        "Welches Unternehmen ist am größten? Wo ist sein Hauptsitz?": (0,),
+        "Quel pays produit le plus de vin ? Quelle est sa capitale ?": (0,),
+        "¿Qué empresa vende más coches? ¿Dónde está su sede?": (0,),
+        "Qual è il lago più grande? Si può fare il bagno lì?": (0,),
+        "Which brand sells the most phones? How much does the cheapest model cost?": (0,),
+        "Is there a fee for a passport? Are there faster options?": (),
+        "Kahve mi çay mı daha sağlıklı? Günde kaç litre su içmeliyim?": (),
+        "¿Cuáles son los ríos de España? ¿Cuáles son los lagos de Francia?": (),
+        "What is the capital of Peru? What is the best way to get to Cusco?": (),
+    }
+    for prompt, want in needs.items():
+        assert decompose(prompt).parts[1].depends_on == want, prompt
+
+
+@pytest.mark.parametrize(
+    ("prompt", "confidences"),
+    [
+        ("What is DNS, and why does it matter?", [1.0]),
+        ("1. What is DNS?\n2. Explain TLS.", [0.95, 0.85]),
+        ("What is DNS? Explain TLS.", [0.9, 0.6]),
+        ("First, write f. Then test it.", [0.75, 0.75]),
+        ("what is dns\nhow does tls work", [0.7, 0.7]),
+        ("Also what is DNS. What is TLS?", [0.65, 0.9]),
+    ],
+)
+def test_confidence_orders_how_many_signs_agree(prompt: str, confidences: list[float]) -> None:
+    """Part.confidence (issue 16): marker + "?" > "?" > marker > step > weak cut > question
+    word alone > task verb alone; a prompt left whole is 1.0."""
+    assert [p.confidence for p in decompose(prompt).parts] == confidences
