@@ -325,6 +325,10 @@ def run_cell(
             base_url = nginx.start()
         origin = time.monotonic() if nginx is not None else simulator.origin
         share = [n // workers + (i < n % workers) for i in range(workers)]
+        # One namespace for the cell's processes: their budget is one Redis key (made per
+        # worker, it gave each process a budget of its own; the runs before this fix
+        # measured four unshared budgets).
+        namespace = f"bench-{cell.name}-{time.time_ns()}"
         specs = [
             {
                 "base_url": base_url,
@@ -332,7 +336,7 @@ def run_cell(
                 "first": sum(share[:i]),
                 "rpm": told,
                 "redis": redis_url,
-                "namespace": f"bench-{cell.name}-{time.time_ns()}",
+                "namespace": namespace,
                 "strategy": strategy,
             }
             for i in range(workers)

@@ -76,7 +76,7 @@ class RedisBudget:
                 return await local.acquire(tokens, on_wait)
             try:
                 delay, short, ticket, awaiting = await self._transact(
-                    functools.partial(_wait_or_take, tokens)
+                    functools.partial(_wait_or_take, tokens), keep=_took
                 )
             except self._outage_errors as exc:
                 self._outage(exc)
@@ -154,10 +154,18 @@ class RedisBudget:
 
     _seen_local = 0.0
 
-    async def _transact(self, change: Callable[[Account, float], R]) -> R:
-        return await anyio.to_thread.run_sync(self._transact_sync, change)
+    async def _transact(
+        self, change: Callable[[Account, float], R], keep: Callable[[R], bool] | None = None
+    ) -> R:
+        return await anyio.to_thread.run_sync(self._transact_sync, change, keep)
 
-    def _transact_sync(self, change: Callable[[Account, float], R]) -> R:
+    def _transact_sync(
+        self, change: Callable[[Account, float], R], keep: Callable[[R], bool] | None = None
+    ) -> R:
+        """Run ``change`` on the shared account; write it back unless ``keep`` says the
+        outcome changed nothing worth keeping (a look that found it must wait: written
+        back, every waiting look voided every other process's transaction, and four
+        processes spent their time retrying each other's polls)."""
         outcome: list[R] = []
 
         def work(pipe: Any) -> None:
@@ -172,8 +180,10 @@ class RedisBudget:
             rpm, tpm, burst = self._stated
             account.state(rpm=rpm, tpm=tpm, burst=burst, now=now)
             outcome[:] = [change(account, now)]
-            pipe.multi()
-            pipe.set(self.key, json.dumps(account.dump()), px=int(self._config.key_ttl * 1000))
+            if raw is None or keep is None or keep(outcome[0]):
+                pipe.multi()
+                ttl = int(self._config.key_ttl * 1000)
+                pipe.set(self.key, json.dumps(account.dump()), px=ttl)
             with self._lock:
                 self._seen, self._seen_at, self._seen_local = account, now, _clock.now()
 
@@ -228,6 +238,10 @@ class _LocalShare(MemoryBudget):
         reservation = await super().acquire(tokens, on_wait)
         reservation.ticket.marks["local"] = 1.0
         return reservation
+
+
+def _took(outcome: tuple[float, Kind, Ticket | None, bool]) -> bool:
+    return outcome[2] is not None
 
 
 def _wait_or_take(

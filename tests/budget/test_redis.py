@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 import redis
 from redis_support import RedisServer, free_port, wait_for_port
@@ -73,6 +74,25 @@ async def test_a_429_seen_by_one_holds_the_other(redis_server: RedisServer) -> N
     assert len(told) == 1
     assert told[0][1] == "requests"
     assert 0 < told[0][0] <= 0.2
+
+
+async def test_a_look_that_must_wait_writes_nothing(redis_server: RedisServer) -> None:
+    """Waiting requests look at the shared account again and again; a look that finds it
+    must wait changes nothing, so it writes nothing. Regression: every look was written
+    back, which voided every other process's optimistic transaction, and four processes
+    spent their time retrying each other's looks (a fixed window drew 8% 429s at half its
+    rate; 0% at 0.96 of it since)."""
+    budget = _budget(redis_server)
+    reservation = await budget.acquire(1)
+    await budget.settle(reservation, HEADERS, limited="requests", retry_after=30.0)
+    client = redis.Redis.from_url(redis_server.url)
+    with client.pipeline() as pipe:
+        pipe.watch(budget.key)
+        with anyio.move_on_after(0.3):
+            await budget.acquire(1)  # held by the retry-after: it looks, and waits
+        pipe.multi()
+        pipe.get(budget.key)
+        assert pipe.execute()  # a WatchError if the key was written meanwhile
 
 
 async def test_keys_hold_no_api_key(redis_server: RedisServer) -> None:
