@@ -93,6 +93,10 @@ class Limit:
     limit: float | None = None
     remaining: float | None = None
     read_at: float = 0.0
+    # The moment the reading describes, where a bucket's refill counts from: the request's
+    # send, since services count a request (and write these headers) when it arrives; a
+    # response that took 30 s to generate would otherwise waste 30 s of refill.
+    counted_at: float = 0.0
     reset_at: float = 0.0  # when capacity is back, at the latest (read on receipt)
     reset_lo: float = 0.0  # ... at the earliest (read as if made when the request left)
     refill: float | None = None  # continuous refill seen (a token bucket), per second
@@ -131,7 +135,7 @@ class Limit:
             return math.inf
         if self.refill is None:
             return self.remaining
-        refilled = self.refill * HEADROOM * max(0.0, now - self.read_at)
+        refilled = self.refill * HEADROOM * max(0.0, now - self.counted_at)
         return min(self.limit, self.remaining + refilled)
 
     def pending(self, since: float = -math.inf) -> float:
@@ -157,10 +161,12 @@ class Limit:
         if self.full_at_reset:
             # A whole window is back; its end is read from the next response.
             self.remaining, self.read_at, self.reset_at = self.limit, self.reset_at, later
+            self.counted_at = self.read_at
         else:
             # One request, whatever its size, may go to read the new state (a sliding log
             # frees a slot at a time).
             self.probing, self.read_at, self.reset_at = True, now, later
+            self.counted_at = now
         self.rolled, self.rolled_at = True, now
 
     def read(
@@ -195,7 +201,7 @@ class Limit:
                 self.deficit_rate = max(1.0, limit - remaining - 1) / (reset + _RESET_ROUNDING)
         if self.remaining is None or (not self.rolled and sent_at >= self.reset_lo):
             # The first reading, or one from a window after the last one's: all news.
-            self._adopt(limit, remaining, now)
+            self._adopt(limit, remaining, now, sent_at)
             self.reset_lo, self.reset_at = lo, hi
         else:
             trusted = False
@@ -223,7 +229,7 @@ class Limit:
             else:
                 self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
             if trusted or self.remaining is None or remaining < self._level(now):
-                self._adopt(limit, remaining, now)
+                self._adopt(limit, remaining, now, sent_at)
         if told and self.refill is not None and reset:
             self._learn_refill(limit, remaining, reset)
 
@@ -232,8 +238,9 @@ class Limit:
         can confirm: a wait on it may end as soon as one comes, not at the time foreseen."""
         return self.rolled and not self.probing and self.reset_at > now
 
-    def _adopt(self, limit: float, remaining: float, now: float) -> None:
+    def _adopt(self, limit: float, remaining: float, now: float, sent_at: float) -> None:
         self.limit, self.remaining, self.read_at = limit, remaining, now
+        self.counted_at = min(sent_at, now)
         self.rolled = self.probing = False
 
     def _refills_like(self, limit: float, remaining: float, reset: float, lo: float) -> bool:
@@ -318,6 +325,7 @@ class Limit:
         elif self.refill is not None and self.remaining is not None:
             # A bucket holds at most its limit at any moment: fold the refill in as we go.
             self.remaining, self.read_at = self._level(now), now
+            self.counted_at = now
         self.booked += amount
         # A request that was never answered (cancelled, lost) stops counting after a while.
         self.out = [o for o in self.out if now - o[2] < _OUTSTANDING_FOR]

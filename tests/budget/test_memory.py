@@ -400,3 +400,20 @@ def test_a_reading_sent_before_an_assumed_reset_does_not_make_the_window_whole()
         limit.answered(mark)
         limit.read(10, 5 - i, 0.3, sent_at=0.001, now=0.006)
     assert not limit.full_at_reset
+
+
+def test_a_buckets_refill_counts_from_when_the_request_was_sent() -> None:
+    """Regression (the planner matrix's tight 500-token cells, regret 1.48): a reading came
+    with a response that took 30 s to generate, and the refill was counted from the
+    response, not from when the service counted the request: 30 s of a 2-a-minute bucket
+    (one request) were lost every time, and the third request went at 64 s, not 31 s."""
+    limit = Limit()
+    limit.read(2, 1, 30.0, sent_at=0.0, now=0.01)
+    limit.read(2, 0, 60.0, sent_at=0.0, now=0.02)  # the reset moved later: a bucket
+    assert limit.refill == pytest.approx(1 / 30, rel=0.01)
+    limit.take(1, 100.0)
+    mark = limit.booked
+    limit.answered(mark)
+    limit.read(2, 0, 60.0, sent_at=100.0, now=130.0)  # 30 s of decoding later
+    wait = limit.room_wait(1, 130.0)
+    assert wait == pytest.approx(100.0 + 30 / 0.97 - 130.0, abs=0.05)
