@@ -8,7 +8,8 @@ import math
 import pytest
 
 from splitter._budget import MemoryBudget, Reservation
-from splitter._budget._account import _FIRST_CUT, SLOW_START_STEP, Account, Limit
+from splitter._budget._account import SLOW_START_STEP, Account, Limit
+from splitter._budget._probe import FIRST_CUT
 
 pytestmark = pytest.mark.anyio
 
@@ -229,7 +230,7 @@ async def _rejected(budget: MemoryBudget, reservation: Reservation) -> None:
 
 async def test_429s_without_headers_search_for_the_rate() -> None:
     """No headers at all (nginx): the first 429 cuts the rate it was sent at (the gap to
-    the send before it, not an average over slow start's speeding-up waves) by _FIRST_CUT;
+    the send before it, not an average over slow start's speeding-up waves) by FIRST_CUT;
     a rate held for a while without one is known good; the next guess is between the two."""
     clock = Clock()
     budget = _budget(clock)
@@ -237,12 +238,12 @@ async def test_429s_without_headers_search_for_the_rate() -> None:
     await _rejected(budget, sent[2])
     probe = budget.account.probe
     assert probe.high == pytest.approx(1 / SLOW_START_STEP * 2)
-    assert probe.rate == pytest.approx(probe.high * _FIRST_CUT)
+    assert probe.rate == pytest.approx(probe.high * FIRST_CUT)
     for _ in range(100):
         await budget.settle(await budget.acquire(1), {})
         if probe.low:
             break
-    good = 20.0 * _FIRST_CUT
+    good = 20.0 * FIRST_CUT
     assert probe.low == pytest.approx(good)
     assert probe.rate == pytest.approx(math.sqrt(good * 20.0))
 
@@ -308,7 +309,7 @@ async def test_a_burst_of_429s_from_one_overload_cuts_the_rate_once() -> None:
     sent = [await budget.acquire(1) for _ in range(7)]
     for reservation in sent[1:]:
         await _rejected(budget, reservation)
-    assert budget.account.probe.rate == pytest.approx(budget.account.probe.high * _FIRST_CUT)
+    assert budget.account.probe.rate == pytest.approx(budget.account.probe.high * FIRST_CUT)
 
 
 async def test_a_429_the_headers_do_not_explain_paces_below_them() -> None:

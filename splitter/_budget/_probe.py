@@ -1,0 +1,130 @@
+"""The request rate learned from 429s where no header tells it: pure state, no I/O.
+
+Without any rate headers (nginx ``limit_req``), or when a 429 comes while the headers said
+there was room (Azure's 10-second sub-windows), the request rate is found by a search
+between the slowest rate that drew a 429 and the fastest one sustained without one (a
+geometric bisection; the AWS SDKs' adaptive mode and TCP's congestion control do the same
+with other curves). What the service accepted between two 429s bounds its rate from
+below, which a burst allowance cannot fake.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["FIRST_CUT", "Probe"]
+
+FIRST_CUT = 0.5  # with no good rate known, the search resumes at this part of a bad one
+_SUSTAIN_SECONDS = 0.5  # a rate held this long without a 429 is known to be sustainable
+_SUSTAIN_REQUESTS = 8  # ... over at least this many requests
+_CLOSE_ENOUGH = 1.12  # stop probing when the fastest good rate is this close to a bad one
+_REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
+_TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
+_FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
+_RECENT_SENDS = 8
+
+
+@dataclass(slots=True)
+class Probe:
+    """The request rate learned from 429s where no header tells it (a geometric search)."""
+
+    rate: float | None = None  # pace now (None: no 429 seen; unpaced)
+    low: float = 0.0  # fastest rate sustained without a 429
+    high: float = math.inf  # slowest rate that drew a 429
+    since: float = 0.0  # when the rate last changed
+    count: int = 0  # requests sent at this rate since then
+    cut_at: float = -math.inf
+    tat: float = -math.inf  # GCRA: the theoretical time of the next send
+    sends: list[float] = field(default_factory=list)
+    paced_high: bool = False  # ``high`` drew a 429 while paced (not slow start's guess)
+    refused_at: float = -math.inf  # when the last 429 that cut the rate was sent
+    accepted_since: int = 0  # requests sent after it and accepted
+
+    def wait(self, now: float) -> float:
+        return 0.0 if self.rate is None else max(0.0, self.tat - now)
+
+    def take(self, now: float) -> None:
+        self.sends = [*self.sends[-(_RECENT_SENDS - 1) :], now]
+        if self.rate is None:
+            return
+        # No catching up after a late send: a leaky bucket with no burst counts spacing.
+        self.tat = max(self.tat, now) + 1 / self.rate
+        self.count += 1
+
+    def accepted(self, sent_at: float, now: float) -> None:
+        if sent_at > self.refused_at:
+            self.accepted_since += 1
+        if self.rate is None or now - self.since < _SUSTAIN_SECONDS:
+            return
+        if self.count < _SUSTAIN_REQUESTS:
+            return
+        self.low = max(self.low, self.rate)
+        if not self.paced_high and self.high / self.low <= _CLOSE_ENOUGH:
+            # The ceiling was slow start's guess (the gap before a refused send, which a
+            # slow first send shortens), and a rate close to it holds: look above it.
+            self.high *= 2
+        if math.isinf(self.high):  # only bursts were refused: no rate is known too fast
+            self._set(self.low * 2, now)
+        elif self.high / self.low > _CLOSE_ENOUGH:
+            self._set(math.sqrt(self.low * self.high), now)
+        elif now - self.since >= _REPROBE_AFTER:
+            self.high = self.high * 1.1  # the limit may have grown: look a little higher
+            self._set(math.sqrt(self.low * self.high), now)
+
+    def rejected(
+        self, sent_at: float, now: float, *, first_guess: float, told: float | None = None
+    ) -> None:
+        """A 429 for a request sent at ``sent_at``; ``told``: the rate the user stated."""
+        if sent_at < self.cut_at:
+            return  # sent before the last cut: the same overload, already answered
+        floor = self._floor(sent_at)
+        if told is not None and self.rate is None:
+            # The first 429 at a stated rate: the statement is believed within a margin
+            # (a leaky bucket with no burst refuses a request that comes a little early).
+            floor = max(floor, told * _TOLD_MARGIN)
+        self.refused_at, self.accepted_since = sent_at, 0
+        # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
+        too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
+        if math.isinf(too_fast):
+            # Sent in a burst: that says nothing of the rate the service takes. Pace at the
+            # guess, and look for the limit from there.
+            self._set(first_guess, now)
+            self.cut_at, self.tat = now, now + 1 / first_guess
+            return
+        if too_fast < self.high:
+            self.high, self.paced_high = too_fast, self.rate is not None or told is not None
+        if self.low * _CLOSE_ENOUGH >= self.high:
+            # A 429 at what looked sustainable: that was a burst allowance running out.
+            self.low = self.high * FIRST_CUT
+        self.low = max(self.low, min(floor, self.high / _CLOSE_ENOUGH))
+        rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high * FIRST_CUT
+        self._set(rate, now)
+        self.cut_at = now
+        self.tat = now + 1 / rate
+
+    def _floor(self, sent_at: float) -> float:
+        """A rate the service is known to take, from what it accepted since the last 429.
+
+        A 429 means the limiter was full when it came. Between two such moments everything
+        it accepted has drained, so it drained at least (accepted - 1) requests over the
+        time between them (the -1 for where in its last request each moment fell; less
+        than its rate if it ran dry in between): a lower bound on its rate that no burst
+        allowance can inflate, unlike a rate held for a while without a 429.
+        """
+        span = sent_at - self.refused_at
+        if math.isinf(span) or span <= 0 or self.accepted_since < _FLOOR_REQUESTS:
+            return 0.0
+        return (self.accepted_since - 1) / span
+
+    def _set(self, rate: float, now: float) -> None:
+        self.rate, self.since, self.count = rate, now, 0
+
+
+def _send_rate(sends: list[float], until: float) -> float:
+    """The rate at which the send at ``until`` followed the one before (inf: at once, or
+    none before). Not an average over the recent sends: slow start speeds up as it goes,
+    and an average would put the limit below the rate the service had just taken."""
+    recent = [t for t in sends if t <= until]
+    gap = recent[-1] - recent[-2] if len(recent) >= 2 else 0.0
+    return 1 / gap if gap > 0 else math.inf
