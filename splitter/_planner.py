@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._budget import BudgetSnapshot
+from ._cost_model import ServiceEstimate, simulate
 from ._merge import INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy, Strategy, Weighted
-from ._service_model import ServiceEstimate, simulate
 
 __all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
 

@@ -34,12 +34,13 @@ from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
 from ._map import DEFAULT_WINDOW, MappedAnswers, RunBatch
+from ._meter import InFlightMeter
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage, check_sendable
-from ._service_model import InFlightMeter, ServiceModel
+from ._service_model import ServiceModel
 from ._stream import AnswerStream, Relay, StreamEvent
 from ._sync import iterate_sync, run_sync
 from ._waves import run_graph
