@@ -6,7 +6,6 @@ The public API lives here; everything in ``splitter._*`` is private.
 from __future__ import annotations
 
 from ._checkpoint import FileRun
-from ._client import wrap
 from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
 from ._events import (
@@ -54,6 +53,7 @@ from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats,
 from ._service_model import ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
 from ._stream import AnswerStream, StreamEvent
+from ._wrap import wrap
 
 __version__ = "0.1.0.dev0"
 
