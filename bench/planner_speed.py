@@ -14,8 +14,8 @@ import time
 
 from splitter import Policy
 from splitter._budget import BudgetSnapshot
+from splitter._cost_model import ServiceEstimate
 from splitter._planner import PlanItem, plan_wave
-from splitter._service_model import ServiceEstimate
 
 GPU = ServiceEstimate(rtt=0.06, ttft0=0.25, prefill_rate=20000, tpot1=0.012, beta=0.02)
 BUDGETS = {

@@ -36,14 +36,8 @@ import anyio
 import openai
 
 from splitter import ServiceModel, Splitter
-from splitter._seed_bench import (
-    ARMS,
-    Settings,
-    experiment,
-    measure_concurrent,
-    question_texts,
-    summarize,
-)
+from splitter._cli._experiment import Settings, experiment, summarize
+from splitter._cli._probe import ARMS, measure_concurrent, question_texts
 from splitter.sim import PROFILES, SimService, serve
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "img"

@@ -32,7 +32,7 @@ import anyio
 import openai
 
 import splitter
-from splitter._seed_bench import question_texts
+from splitter._cli._probe import question_texts
 from splitter.sim import PROFILES, SimService, serve
 from splitter.testing import run_virtual
 

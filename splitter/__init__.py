@@ -6,7 +6,7 @@ The public API lives here; everything in ``splitter._*`` is private.
 from __future__ import annotations
 
 from ._checkpoint import FileRun
-from ._client import wrap
+from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
 from ._events import (
     AnswerDone,
@@ -50,9 +50,10 @@ from ._policy import (
 )
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
-from ._service_model import ServiceEstimate, ServiceModel, ServicePrior
+from ._service_model import ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
 from ._stream import AnswerStream, StreamEvent
+from ._wrap import wrap
 
 __version__ = "0.1.0.dev0"
 

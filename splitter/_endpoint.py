@@ -24,8 +24,9 @@ from ._budget import Budget, BudgetSnapshot
 from ._budget._adaptive import AdaptiveConcurrency
 from ._estimate import OutputLengths
 from ._merge import MergeRecord
+from ._meter import InFlightMeter
 from ._policy import Limits, Policy
-from ._service_model import InFlightMeter, ServiceModel
+from ._service_model import ServiceModel
 
 __all__ = ["Claim", "Endpoint", "endpoint_fingerprint", "endpoint_for", "forget_endpoints"]
 

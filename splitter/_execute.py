@@ -46,13 +46,14 @@ from ._exceptions import (
     StreamInterruptedError,
 )
 from ._headers import parse_count
-from ._merge import build_merged_prompt, parse_merged
+from ._merge import ANSWER_MARKER_TOKENS, build_merged_prompt, parse_merged
+from ._meter import Reading
 from ._openai import Completion, OpenAIBackend
-from ._planner import ANSWER_MARKER_TOKENS, Group, Plan
+from ._planner import Group, Plan
 from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, RunStats, Usage, Via
 from ._retry import is_retryable, retrying
-from ._service_model import Observation, Reading
+from ._service_model import Observation
 from ._stream import Relay
 
 __all__ = ["Executor", "RequestSpec"]

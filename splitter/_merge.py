@@ -28,9 +28,12 @@ __all__ = [
     "parse_merged",
 ]
 
-#: Extra input tokens a merged prompt costs: the instruction, plus a marker per item.
+#: The token costs of a merged request beyond its questions and answers: the input pays
+#: the instruction once and a marker per item; the output a marker per answer
+#: ("@@ nonce answer k @@").
 INSTRUCTION_TOKENS = 60
 MARKER_TOKENS = 8
+ANSWER_MARKER_TOKENS = 5
 
 Method = Literal["markers", "numbered", "headings", "json", "none"]
 _RECORD_DECAY = 0.9  # per merged reply: a few recent replies outweigh old ones

@@ -16,13 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._budget import BudgetSnapshot
-from ._merge import INSTRUCTION_TOKENS, MARKER_TOKENS
+from ._cost_model import ServiceEstimate, simulate
+from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy, Strategy, Weighted
-from ._service_model import ServiceEstimate, simulate
 
 __all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
 
-ANSWER_MARKER_TOKENS = 5  # "@@ nonce answer k @@" in the answer
+# A plan's wait for the rate limit is named in the explanation once it is this share of the
+# plan's latency: below it the wait does not explain why the plan lost.
+_WAIT_WORTH_NAMING = 0.05
 _EXHAUSTIVE_UP_TO = 24  # every k is priced up to this many questions; beyond, every group size
 _LATENCY_TIE = 0.02
 # Past this many requests the batch is full nearly all the time, and a constant batch size
@@ -335,7 +337,7 @@ def _compare(chosen: Candidate, candidates: Sequence[Candidate], goal: str) -> s
     for other in (merge, fanout):
         if other is not chosen:
             note = f"; {other.label} {other.latency:.2f}s, {other.cost} tokens"
-            if other.budget_wait > 0.05 * max(other.latency, 1e-9):
+            if other.budget_wait > _WAIT_WORTH_NAMING * max(other.latency, 1e-9):
                 note += f" (waits {other.budget_wait:.2f}s for the rate limit)"
             parts.append(note)
     return "".join(parts)

@@ -25,33 +25,22 @@ Nothing here does I/O; the clock is whatever the caller measured.
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "InFlightMeter",
-    "Observation",
-    "ServiceEstimate",
-    "ServiceModel",
-    "ServicePrior",
-    "simulate",
-]
+from ._cost_model import ServiceEstimate, simulate
+from ._meter import SLOT_CANDIDATES, Reading
+
+__all__ = ["Observation", "ServiceModel", "ServicePrior"]
 
 _DECAY = 0.98
 _TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
-# Slot counts tried; None is "no limit". Powers of two and the usual -np / max_num_seqs values.
-_SLOT_CANDIDATES: tuple[int | None, ...] = (
-    *(1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128, 256),
-    None,
-)
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
@@ -77,35 +66,6 @@ class ServicePrior(BaseModel):
     weight: float = Field(
         1.0, gt=0, description="How many observations the prior is worth at first."
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceEstimate:
-    """A snapshot of the cost model's parameters, for the planner."""
-
-    rtt: float
-    ttft0: float
-    prefill_rate: float
-    tpot1: float
-    beta: float
-    slots: int | None = None  # sequences the server runs at once; None: no limit seen
-
-    def tpot(self, concurrency: float) -> float:
-        """Seconds per output token while ``concurrency`` sequences decode together."""
-        return self.tpot1 * (1 + self.beta * max(0.0, concurrency - 1))
-
-    def latency(self, input_tokens: float, output_tokens: float, concurrency: float) -> float:
-        """Predicted seconds for one request while ``concurrency`` are in flight."""
-        prefill = self.ttft0 + input_tokens / self.prefill_rate
-        # Past the slot count a request also waits, on average, for (m - slots) / slots
-        # services ahead of it.
-        running, queued = concurrency, 1.0
-        if self.slots is not None and concurrency > self.slots:
-            running, queued = self.slots, concurrency / self.slots
-        return self.rtt + (prefill + output_tokens * self.tpot(running)) * queued
-
-
-Reading = tuple[float, float]  # (seconds queued at the server, sequences running beside it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +133,7 @@ class ServiceModel:
     def __init__(self, prior: ServicePrior | None = None) -> None:
         self.prior = prior if prior is not None else ServicePrior()
         known = self.prior.slots
-        self._fits = [_Fit(s) for s in ((known,) if known is not None else _SLOT_CANDIDATES)]
+        self._fits = [_Fit(s) for s in ((known,) if known is not None else SLOT_CANDIDATES)]
         self._rtt_sum = 0.0
         self._rtt_weight = 0.0
         self._fit_includes_rtt: bool | None = None
@@ -375,74 +335,6 @@ class ServiceModel:
         return cls.loads(Path(path).read_text())
 
 
-def simulate(
-    inputs: Sequence[int],
-    outputs: Sequence[int],
-    ready: Sequence[float],
-    estimate: ServiceEstimate,
-    concurrency: int,
-) -> tuple[list[float], list[float]]:
-    """Event simulation of the cost model: each request's start and finish time.
-
-    Requests are sent in the given order, each once a client slot is free (``concurrency``)
-    and not before its ``ready`` time.
-
-    A request holds a client slot from its start to its response; at the server it waits
-    for one of the engine's ``slots`` (FIFO), prefills, then decodes. Decoding sequences
-    share one rate, so progress is tracked as one running count of tokens per sequence
-    (``produced``); a sequence that joins at ``produced = p`` with O tokens finishes when
-    ``produced`` reaches ``p + O``. Each event is O(log k).
-    """
-    half_rtt = estimate.rtt / 2
-    server_slots = estimate.slots if estimate.slots is not None else len(inputs)
-    starts = [0.0] * len(inputs)
-    finishes = [0.0] * len(inputs)
-    # (time, kind, request): 0 = joins decode, 1 = response received, 2 = reaches the server
-    events: list[tuple[float, int, int]] = []
-    decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
-    queue: deque[int] = deque()  # at the server, waiting for an engine slot
-    now = produced = 0.0
-    free, upcoming, engine_free = concurrency, 0, server_slots
-
-    def admit(i: int) -> None:
-        prefill = estimate.ttft0 + inputs[i] / estimate.prefill_rate
-        heapq.heappush(events, (now + prefill, 0, i))
-
-    while upcoming < len(inputs) or events or decoding:
-        t_start = max(now, ready[upcoming]) if free and upcoming < len(inputs) else math.inf
-        t_event = events[0][0] if events else math.inf
-        tpot = estimate.tpot(len(decoding))
-        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
-        t_next = min(t_start, t_event, t_decoded)
-        if decoding:
-            produced += (t_next - now) / tpot
-        now = t_next
-        if t_next == t_decoded:
-            _, i = heapq.heappop(decoding)
-            heapq.heappush(events, (now + half_rtt, 1, i))
-            if queue:
-                admit(queue.popleft())
-            else:
-                engine_free += 1
-        elif t_next == t_event:
-            _, kind, i = heapq.heappop(events)
-            if kind == 0:
-                heapq.heappush(decoding, (produced + outputs[i], i))
-            elif kind == 1:
-                finishes[i] = now
-                free += 1
-            elif engine_free:
-                engine_free -= 1
-                admit(i)
-            else:
-                queue.append(i)
-        else:
-            i, upcoming, free = upcoming, upcoming + 1, free - 1
-            starts[i] = now
-            heapq.heappush(events, (now + half_rtt, 2, i))
-    return starts, finishes
-
-
 def _peak_overlap(episode: Sequence[tuple[float, float, int, int]]) -> int:
     """Most requests of ``episode`` (sent at, latency, ...) in flight at one moment."""
     edges = sorted(
@@ -468,10 +360,6 @@ def _misfit(
     return abs(math.log(served / predicted))
 
 
-def _first(pair: tuple[float, tuple[float, ...]]) -> float:
-    return pair[0]
-
-
 def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
     return sum(a * b for a, b in zip(x, theta, strict=True))
 
@@ -491,93 +379,3 @@ def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, 
     for r in range(n - 1, -1, -1):
         x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
     return (x[0], x[1], x[2], x[3])
-
-
-class InFlightMeter:
-    """Requests in flight to one service, to tag each response with what it shared.
-
-    For every candidate slot count S it also reconstructs a server that runs S at once and
-    admits the next request whenever one finishes, and reads off how long each request
-    queued there and how many sequences shared the engine with it once admitted. Two
-    readings of its admission are kept where they differ, and the model takes, per slot
-    count, the one its fit explains better:
-
-    * first come, first served (llama.cpp's slots and vLLM's scheduler): admitted once all
-      but S - 1 of the requests sent before it and still out then had returned. Misread
-      when requests sent within moments of each other reach the server in another order;
-    * by response order: admitted when the S-th response before its own returned. Misread
-      when lengths differ: a long request admitted first returns after short ones.
-    """
-
-    def __init__(self, slots: Iterable[int | None] = _SLOT_CANDIDATES) -> None:
-        self._caps = tuple(dict.fromkeys([*slots, None]))
-        self._count = 0
-        self._areas = [0.0] * len(self._caps)  # integral of min(count, cap) over time
-        self._since = 0.0
-        self._sent = 0
-        # token -> (sent at, areas then, tokens sent before it and still out then)
-        self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...]]] = {}
-        self._returned: dict[int, tuple[float, tuple[float, ...]]] = {}  # token -> when, areas
-        longest = max((cap for cap in self._caps if cap is not None), default=1)
-        self._finished: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=longest)
-
-    @property
-    def in_flight(self) -> int:
-        return self._count
-
-    def _advance(self, now: float) -> None:
-        elapsed = now - self._since
-        if elapsed > 0 and self._count:
-            for i, cap in enumerate(self._caps):
-                self._areas[i] += min(self._count, cap or self._count) * elapsed
-        self._since = max(self._since, now)
-
-    def start(self, now: float) -> int:
-        """Count a request in; returns the token to pass to :meth:`finish`."""
-        self._advance(now)
-        token = self._sent
-        self._flights[token] = (now, tuple(self._areas), tuple(self._flights))
-        self._sent += 1
-        self._count += 1
-        return token
-
-    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[Reading, ...]]:
-        """Count a request out; returns, per slot count, its readings (first come, first
-        served first; one reading where both agree)."""
-        self._advance(now)
-        started, start_areas, earlier = self._flights.pop(token)
-        self._count -= 1
-        # When the requests sent before it returned, earliest first; those still out
-        # return later than any of these.
-        returned = self._returned
-        returns = sorted((returned[t] for t in earlier if t in returned), key=_first)
-        view: dict[int | None, tuple[Reading, ...]] = {}
-        for i, cap in enumerate(self._caps):
-            admissions = [(started, start_areas)]
-            if cap is not None:
-                # Admitted once all but cap - 1 of those ahead had returned.
-                k = len(earlier) - cap
-                first_come = returns[k] if 0 <= k < len(returns) else None
-                by_order = self._finished[-cap] if len(self._finished) >= cap else None
-                admissions = [
-                    (started, start_areas) if at is None or not started < at[0] < now else at
-                    for at in (first_come, by_order)
-                ]
-            readings: list[Reading] = []
-            for when, areas in admissions:
-                served = now - when
-                running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
-                if (when - started, running) not in readings:
-                    readings.append((when - started, running))
-            view[cap] = tuple(readings)
-        snapshot = (now, tuple(self._areas))
-        self._finished.append(snapshot)
-        self._returned[token] = snapshot
-        self._forget()
-        return view
-
-    def _forget(self) -> None:
-        """Drop return times no request still in flight can ask for."""
-        if len(self._returned) > 2 * self._count + 64:
-            wanted = {t for _, _, earlier in self._flights.values() for t in earlier}
-            self._returned = {t: r for t, r in self._returned.items() if t in wanted}

@@ -34,12 +34,13 @@ from ._exceptions import InvalidInputError
 from ._execute import Executor, RequestSpec
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
 from ._map import DEFAULT_WINDOW, MappedAnswers, RunBatch
+from ._meter import InFlightMeter
 from ._openai import OpenAIBackend
 from ._planner import Plan, PlanItem, plan_wave
 from ._policy import Policy
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, Usage, check_sendable
-from ._service_model import InFlightMeter, ServiceModel
+from ._service_model import ServiceModel
 from ._stream import AnswerStream, Relay, StreamEvent
 from ._sync import iterate_sync, run_sync
 from ._waves import run_graph
@@ -48,7 +49,11 @@ __all__ = ["Splitter", "aask_many", "ask_many"]
 
 QuestionLike = str | Question
 _MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
-_DECOMPOSE_INSTRUCTION_TOKENS = len(INSTRUCTION) // 4
+# A decomposition call's token costs, for pricing it before it is made: its instruction is
+# read once (about 4 characters a token in English), and each sub-question written back
+# costs its text plus the JSON around it ({"text": "...", "depends_on": [..]},).
+INSTRUCTION_TOKENS = len(INSTRUCTION) // 4
+PART_TOKENS = 12
 _log = logging.getLogger("splitter")
 # Keywords splitter builds itself; passing them would silently fight the plan.
 _OWNED_PARAMS = {
@@ -616,8 +621,10 @@ class Splitter:
             return False
         endpoint = self._endpoint(self._client, model)
         estimate = endpoint.service.estimate()
-        written = min(tokens, sum(count_tokens(p.text, model) + 12 for p in heuristic.parts))
-        call = estimate.latency(tokens + _DECOMPOSE_INSTRUCTION_TOKENS, written, 1)
+        written = min(
+            tokens, sum(count_tokens(p.text, model) + PART_TOKENS for p in heuristic.parts)
+        )
+        call = estimate.latency(tokens + INSTRUCTION_TOKENS, written, 1)
         answer = estimate.latency(tokens, endpoint.lengths.estimate(prompt), 1)
         return call <= wanted.max_share * answer
 

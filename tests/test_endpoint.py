@@ -94,7 +94,7 @@ async def test_what_is_learned_survives_with_options() -> None:
             model="m", messages=[{"role": "user", "content": "What is 2 + 2? What is 3 + 3?"}]
         )
         clone = wrapped.with_options(timeout=10)
-        from splitter._client import _splitter_for
+        from splitter._wrap._owner import _splitter_for
 
         before = _splitter_for(wrapped)._endpoint(_splitter_for(wrapped)._client, "m")
         after = _splitter_for(clone)._endpoint(_splitter_for(clone)._client, "m")

@@ -23,7 +23,7 @@ import openai
 import pytest
 
 from splitter import Policy, Question, Splitter
-from splitter._seed_bench import measure_concurrent, measure_stream, question_texts
+from splitter._cli._probe import measure_concurrent, measure_stream, question_texts
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 

@@ -8,9 +8,9 @@ import pytest
 
 from splitter import MergePolicy, Policy, Weighted
 from splitter._budget import BudgetSnapshot
+from splitter._cost_model import ServiceEstimate
 from splitter._merge import MergeRecord
 from splitter._planner import Plan, PlanItem, plan_wave
-from splitter._service_model import ServiceEstimate
 
 GPU = ServiceEstimate(rtt=0.06, ttft0=0.25, prefill_rate=20000, tpot1=0.012, beta=0.02)
 CPU = ServiceEstimate(rtt=0.001, ttft0=0.05, prefill_rate=400, tpot1=0.027, beta=0.42)

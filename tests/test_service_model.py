@@ -7,13 +7,9 @@ from pathlib import Path
 import pytest
 
 from splitter import Limits, Policy, ServicePrior, Splitter
-from splitter._service_model import (
-    InFlightMeter,
-    Observation,
-    ServiceEstimate,
-    ServiceModel,
-    simulate,
-)
+from splitter._cost_model import ServiceEstimate, simulate
+from splitter._meter import InFlightMeter
+from splitter._service_model import Observation, ServiceModel
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
 

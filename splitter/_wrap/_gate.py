@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 import anyio
 import openai
 
-from ._budget import Kind
-from ._endpoint import Endpoint
-from ._estimate import count_tokens
-from ._exceptions import APIStatusError, QuotaExceededError, RateLimitError, SplitterError
-from ._openai import translate_error
-from ._policy import RetryPolicy
-from ._retry import retrying
+from .._budget import Kind
+from .._endpoint import Endpoint
+from .._estimate import count_tokens
+from .._exceptions import APIStatusError, QuotaExceededError, RateLimitError, SplitterError
+from .._openai import translate_error
+from .._policy import RetryPolicy
+from .._retry import retrying
 
 __all__ = ["remember_headers", "send"]
 

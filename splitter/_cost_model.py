@@ -1,0 +1,107 @@
+"""The planner's cost model: a snapshot of the service's parameters (:class:`ServiceEstimate`)
+and the event simulation of a plan on it (:func:`simulate`). The fit that produces the
+snapshot is :mod:`splitter._service_model`. Nothing here does I/O."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["ServiceEstimate", "simulate"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEstimate:
+    """A snapshot of the cost model's parameters, for the planner."""
+
+    rtt: float
+    ttft0: float
+    prefill_rate: float
+    tpot1: float
+    beta: float
+    slots: int | None = None  # sequences the server runs at once; None: no limit seen
+
+    def tpot(self, concurrency: float) -> float:
+        """Seconds per output token while ``concurrency`` sequences decode together."""
+        return self.tpot1 * (1 + self.beta * max(0.0, concurrency - 1))
+
+    def latency(self, input_tokens: float, output_tokens: float, concurrency: float) -> float:
+        """Predicted seconds for one request while ``concurrency`` are in flight."""
+        prefill = self.ttft0 + input_tokens / self.prefill_rate
+        # Past the slot count a request also waits, on average, for (m - slots) / slots
+        # services ahead of it.
+        running, queued = concurrency, 1.0
+        if self.slots is not None and concurrency > self.slots:
+            running, queued = self.slots, concurrency / self.slots
+        return self.rtt + (prefill + output_tokens * self.tpot(running)) * queued
+
+
+def simulate(
+    inputs: Sequence[int],
+    outputs: Sequence[int],
+    ready: Sequence[float],
+    estimate: ServiceEstimate,
+    concurrency: int,
+) -> tuple[list[float], list[float]]:
+    """Event simulation of the cost model: each request's start and finish time.
+
+    Requests are sent in the given order, each once a client slot is free (``concurrency``)
+    and not before its ``ready`` time.
+
+    A request holds a client slot from its start to its response; at the server it waits
+    for one of the engine's ``slots`` (FIFO), prefills, then decodes. Decoding sequences
+    share one rate, so progress is tracked as one running count of tokens per sequence
+    (``produced``); a sequence that joins at ``produced = p`` with O tokens finishes when
+    ``produced`` reaches ``p + O``. Each event is O(log k).
+    """
+    half_rtt = estimate.rtt / 2
+    server_slots = estimate.slots if estimate.slots is not None else len(inputs)
+    starts = [0.0] * len(inputs)
+    finishes = [0.0] * len(inputs)
+    # (time, kind, request): 0 = joins decode, 1 = response received, 2 = reaches the server
+    events: list[tuple[float, int, int]] = []
+    decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
+    queue: deque[int] = deque()  # at the server, waiting for an engine slot
+    now = produced = 0.0
+    free, upcoming, engine_free = concurrency, 0, server_slots
+
+    def admit(i: int) -> None:
+        prefill = estimate.ttft0 + inputs[i] / estimate.prefill_rate
+        heapq.heappush(events, (now + prefill, 0, i))
+
+    while upcoming < len(inputs) or events or decoding:
+        t_start = max(now, ready[upcoming]) if free and upcoming < len(inputs) else math.inf
+        t_event = events[0][0] if events else math.inf
+        tpot = estimate.tpot(len(decoding))
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
+        t_next = min(t_start, t_event, t_decoded)
+        if decoding:
+            produced += (t_next - now) / tpot
+        now = t_next
+        if t_next == t_decoded:
+            _, i = heapq.heappop(decoding)
+            heapq.heappush(events, (now + half_rtt, 1, i))
+            if queue:
+                admit(queue.popleft())
+            else:
+                engine_free += 1
+        elif t_next == t_event:
+            _, kind, i = heapq.heappop(events)
+            if kind == 0:
+                heapq.heappush(decoding, (produced + outputs[i], i))
+            elif kind == 1:
+                finishes[i] = now
+                free += 1
+            elif engine_free:
+                engine_free -= 1
+                admit(i)
+            else:
+                queue.append(i)
+        else:
+            i, upcoming, free = upcoming, upcoming + 1, free - 1
+            starts[i] = now
+            heapq.heappush(events, (now + half_rtt, 2, i))
+    return starts, finishes

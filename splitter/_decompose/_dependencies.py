@@ -1,0 +1,204 @@
+"""Which parts need an earlier part's answer: explicit references, reference words in six
+languages, and a noun named earlier."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ._rules import _STEP_START, _is_cjk, _masked
+from ._types import Part
+
+# -- dependencies --------------------------------------------------------------------------
+
+_EXPLICIT_REF = re.compile(
+    r"(?:question|q|#|item|part|answer to|frage|pregunta|вопрос|soru)"
+    r"\s*\(?(?P<n>\d{1,2}|[a-z])\)?\b"
+    r"|(?:answer to|antwort auf|respuesta a)\s*\((?P<letter>[a-z])\)",
+    re.I,
+)
+_PREVIOUS_REF = re.compile(
+    r"\b(?:previous|above|preceding|prior|earlier|last answer|that answer|your answer|"
+    r"the result|vorherig|obig|oben|anterior|arriba|предыдущ|выше|précédent|ci-dessus)\w*"
+    r"|\b(?:das|dem|des) ergebnis|\ble résultat|\bel resultado|\bil risultato|\bo resultado"
+    r"|\byou (?:just )?(?:wrote|gave|listed|suggested)\b|\byour (?:summary|text|list|query|"
+    r"code|function|plan|draft)\b|yazdığın|verdiğin|önerdiğin|你写的|你給的|你给的"
+    r"|上一题|上一個|上一个|上面|上述|以上|前面|前の|上記|yukarıdaki|önceki|bir önceki"
+    r"|위의|위 답변|앞의 답변|acima|anterior",
+    re.I,
+)
+# "that country", "dieses Bundeslandes", "ese autor", "这条河", "その川", "Bu dağ".
+_DEMONSTRATIVE = re.compile(
+    r"(?<!-)\b(?:that|those|these|this|its|their|dies\w*|jene\w*|ese|esa|esos|esas|aquel\w*|"
+    r"ce|cet|cette|ces|esse|essa|esses|essas|aquela|этот|эта|это|этого|этой|этом|том|тот|"
+    r"bu|şu|o|그|quella|quello|quegli|quei|desse|dessa|desses|dessas|nesse|nessa|nesses|"
+    r"nessas|daquel\w*|naquel\w*|este|esta|estos|estas|estes|questo|questa|questi|queste|"
+    r"deste|desta|destes|destas|neste|nesta)\s+(?P<noun>\w+)"
+    r"|\b(?P<elided>quell|quest)['’](?P<noun_el>\w+)"
+    r"|(?:这|那|這)(?:个|個|条|條|座|位|本|种|種|家)?(?P<zh>\w{1,2})"
+    r"|(?:その|この|あの)(?P<ja>\w{1,3})",
+    re.I,
+)
+_NOT_NOUNS = frozenset({"que", "qui", "the", "and", "est", "des", "les"})
+_TURKISH_LETTERS = re.compile(r"[ğışİçöü]")
+# "the cheapest model", "the most expensive one", with nothing after it saying of what: of
+# the thing an earlier answer named. "the best way to ...", "the largest of them" say.
+_BARE_SUPERLATIVE = re.compile(
+    r"\bthe\s+(?:(?:most|least)\s+\w+|(?!(?:rest|test|interest|forest|guest|request|quest|"
+    r"chest|nest|contest|protest|harvest|west|arrest|honest|modest)\b)\w+est|best|worst)"
+    r"\s+(?!(?:way|time|place|option|thing|age|of|in|on|at|for|among|from|to|that|which|"
+    r"i|you|we)\b)\w+\b(?!\s+(?:of|in|on|at|for|among|from|that|which|to|i|you|we)\b)",
+    re.I,
+)
+# A capitalised word after the first: the part names its own subject ("... in Lisbon?").
+_NAMED = re.compile(r"(?<=\s)(?-i:[A-Z])\w*")
+# Like "this", these are as often "this year" or "this email" as an earlier answer: they
+# point back only when the noun after them is in an earlier part.
+_THIS_WORD = re.compile(r"this|these|its|their|est[aeo]s?|quest[aeio]?|[dn]est[ae]s?")
+# Pronouns, possessives and place adverbs that can only mean an earlier answer when there
+# is no shared context to mean: "Who discovered them?", "travel there", "Wo ist sein
+# Hauptsitz?", "Quelle est sa capitale ?", "¿Dónde está su sede?", "Si può fare il bagno
+# lì?", "Como faço para chegar lá?".
+_PRONOUN = re.compile(
+    r"\b(?:it|its|they|their|them|него|нём|неё|ней|ему|туда|там|он|она|они|él|ella|"
+    r"allí|ahí|allá|dort|dorthin|его|её|их|suyo|suya|suyos|suyas|(?-i:er)|"
+    r"darin|darüber|davon|daran|darauf|deren|dessen|là-bas|leurs?|lì|laggiù|lá|"
+    r"ele|ela|eles|elas|dele|dela|deles|delas|suo|sua|suoi|seu|seus|suas)\b"
+    # "those" that is not "those who/of", "there" that is not "there is"
+    r"|\bthose\b(?!\s+(?:who|that|which|of|with|in)\b)"
+    r"|(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)(?<!\bbe\s)(?<!\bany\s)\bthere\b"
+    r"(?!\s*(?:is|are|was|were|['’]s|will|would|could|should|might|may|must|seems?|"
+    r"exists?|isn['’]t|aren['’]t|wasn['’]t|won['’]t|used|has|have|had)\b)"
+    # "How does this work?": "this" / "that" standing alone after a verb
+    r"|\b(?:does|do|did|is|was|can|could|will|would|should|has)\s+(?:this|that)\b"
+    # German possessives before a (capitalised) noun: "sein Hauptsitz", "ihre Hauptstadt"
+    r"|(?-i:\b(?:[Ss]ein|ihr)(?:e[mnrs]?)?\s+[A-ZÄÖÜ])"
+    # French clitics: "s'y baigner", "y aller", inversion "a-t-il", not "fait-il", "y a-t-il"
+    r"|\b[snjmtlc]['’]y\b|\by\s+(?:aller|monter|arriver|accéder|rester|loger|dormir|vivre)\b"
+    # French object clitics before a closing infinitive: "pour la gravir ?", "de les voir ?"
+    r"|\b(?:pour|de|à)\s+(?:la|le|les|l['’])\s*\w+(?:er|ir|re)\s*[?？]?\s*$"
+    r"|(?<!\bfait)(?<!\bfaut)(?<!\by a)-t-(?:il|elle|ils|elles)\b"
+    r"|^(?:它|他|她|そこ|それ)",
+    re.I,
+)
+# Possessives that are other words in other languages count only in a question of their
+# own language: French "sa capitale" (not Spanish "son" = are, Italian "sa" = knows, Turkish
+# "son" = last), Spanish "su sede" (not Turkish "su" = water). Two searches, not one
+# pattern spanning the text between them, which would be quadratic.
+_POSSESSIVE_IN_LANGUAGE = (
+    (
+        re.compile(r"\b(?:quel(?:le)?s?|combien|pourquoi|où|qu['’]\w+|est-ce)\b", re.I),
+        re.compile(r"\b(?:sa|son|ses)\s+\w", re.I),
+    ),
+    (
+        re.compile(r"¿|\b(?:qué|cuál|cuáles|quién|quiénes|dónde|cuándo|cómo|cuánt[oa]s?)\b", re.I),
+        re.compile(r"\bsus?\b", re.I),
+    ),
+)
+
+
+def with_detected_dependencies(parts: Sequence[Part], *, preamble: str = "") -> tuple[Part, ...]:
+    """``parts`` with the dependencies their text gives away.
+
+    Explicit references ("question 1", "your answer to (a)", "the previous answer",
+    "上一题", "yukarıdaki") and sequencing ("Then use that function") point at the part
+    named or the one before. A demonstrative ("that country", "这条河") points at the latest
+    earlier part mentioning that noun; failing that, and with no shared context the
+    phrase could refer to, at the part before. Errs towards dependence: a wrong split costs
+    quality, a wrong wait costs only time.
+    """
+    out: list[Part] = []
+    labels = [_plain_label(p.label) for p in parts]
+    lowered = [p.text.lower() for p in parts]
+    for j, part in enumerate(parts):
+        needs = set(part.depends_on)
+        if j:
+            needs |= _references(part.text, j, labels, lowered, preamble)
+        out.append(
+            Part(part.text, part.label, part.confidence, tuple(sorted(needs)), part.start, part.end)
+        )
+    return tuple(out)
+
+
+def _plain_label(label: str | None) -> str | None:
+    if label is None:
+        return None
+    core = re.sub(r"[*().)、:：（）\s]|^[Qq]", "", label)
+    return core.lower() or None
+
+
+def _references(
+    text: str, j: int, labels: Sequence[str | None], lowered: Sequence[str], preamble: str
+) -> set[int]:
+    masked = _masked(text)
+    found: set[int] = set()
+    for m in _EXPLICIT_REF.finditer(masked):
+        key = (m.group("n") or m.group("letter") or "").lower()
+        for i in range(j):
+            if labels[i] == key or (labels[i] is None and key == str(i + 1)):
+                found.add(i)
+    if found:
+        return found
+    if _PREVIOUS_REF.search(masked) or _STEP_START.match(text):
+        return {j - 1}
+    for m in _DEMONSTRATIVE.finditer(masked):
+        noun = (
+            m.group("noun") or m.group("noun_el") or m.group("zh") or m.group("ja") or ""
+        ).lower()
+        if m.group("elided"):
+            word = m.group("elided").lower()  # "quell'autore"
+        else:
+            word = m.group(0).split()[0].lower() if m.group("noun") is not None else ""
+        if m.group("noun") is not None and (len(noun) < 3 or noun in _NOT_NOUNS):
+            continue  # "ce qu'on", "o da": not a noun phrase
+        if word == "o" and not _TURKISH_LETTERS.search(text):
+            continue  # Portuguese/Spanish "o" is an article, not Turkish "that"
+        source = _mentions(noun, lowered[:j])
+        if source is not None:
+            return {source}
+        if not preamble and word and not _THIS_WORD.fullmatch(word):
+            return {j - 1}  # "that city", "cet auteur", "essa cidade": no context to mean
+    if not preamble and _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
+        return {j - 1}  # "How much does the cheapest model cost?": of what was just named
+    pronoun = _PRONOUN.search(masked) or any(
+        lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
+    )
+    if not preamble and pronoun and not _mentions_own_subject(text):
+        return {j - 1}
+    return found
+
+
+def _mentions(noun: str, earlier: Sequence[str]) -> int | None:
+    """The latest earlier part (``earlier``: their texts, lowercased) holding ``noun`` (or
+    its stem). Cheap substring checks first: this runs for every part against every
+    earlier one."""
+    if not noun:
+        return None
+    alphabetic = noun.isascii() or (noun.isalpha() and not _is_cjk(noun))
+    # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
+    stem = noun[: max(3, len(noun) - 3)]
+    at_word_start = re.compile(rf"\b{re.escape(stem)}") if len(stem) >= 3 else None
+    for i in range(len(earlier) - 1, -1, -1):
+        words = earlier[i]
+        if alphabetic:
+            if noun in words or (at_word_start and stem in words and at_word_start.search(words)):
+                return i
+        elif any(noun[:k] in words for k in range(len(noun), 0, -1)):
+            return i  # CJK: "その川は" finds "川"
+    return None
+
+
+def _mentions_own_subject(text: str) -> bool:
+    """ "Is it safe to give dogs peanut butter?", "Is X worth it?": the pronoun is a dummy.
+    Not when the verb after "to" lacks its object, which "it" then is: "Is it hard to learn
+    for a beginner?" (learn it)."""
+    gap = re.match(
+        r"^(?:is|was)\s+it\s+\w+\s+to\s+\w+(?:\s+(?:for|if|as|when|without|at|by|from)\b"
+        r"|\s*[?？.!]?\s*$)",
+        text,
+        re.I,
+    )
+    return gap is None and bool(
+        re.match(r"^(?:is|was|does|do|can|should)\s+it\b", text, re.I)
+        or re.search(r"\bworth it\b", text, re.I)
+    )

@@ -1,0 +1,112 @@
+"""Requests in flight to one service (:class:`InFlightMeter`): what each response shared the
+engine with, and how long it would have queued for each candidate slot count. Nothing here
+does I/O; the clock is whatever the caller measured."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+
+__all__ = ["SLOT_CANDIDATES", "InFlightMeter", "Reading"]
+
+# Slot counts tried; None is "no limit". Powers of two and the usual -np / max_num_seqs values.
+SLOT_CANDIDATES: tuple[int | None, ...] = (
+    *(1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128, 256),
+    None,
+)
+
+Reading = tuple[float, float]  # (seconds queued at the server, sequences running beside it)
+
+
+def _first(pair: tuple[float, tuple[float, ...]]) -> float:
+    return pair[0]
+
+
+class InFlightMeter:
+    """Requests in flight to one service, to tag each response with what it shared.
+
+    For every candidate slot count S it also reconstructs a server that runs S at once and
+    admits the next request whenever one finishes, and reads off how long each request
+    queued there and how many sequences shared the engine with it once admitted. Two
+    readings of its admission are kept where they differ, and the model takes, per slot
+    count, the one its fit explains better:
+
+    * first come, first served (llama.cpp's slots and vLLM's scheduler): admitted once all
+      but S - 1 of the requests sent before it and still out then had returned. Misread
+      when requests sent within moments of each other reach the server in another order;
+    * by response order: admitted when the S-th response before its own returned. Misread
+      when lengths differ: a long request admitted first returns after short ones.
+    """
+
+    def __init__(self, slots: Iterable[int | None] = SLOT_CANDIDATES) -> None:
+        self._caps = tuple(dict.fromkeys([*slots, None]))
+        self._count = 0
+        self._areas = [0.0] * len(self._caps)  # integral of min(count, cap) over time
+        self._since = 0.0
+        self._sent = 0
+        # token -> (sent at, areas then, tokens sent before it and still out then)
+        self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...]]] = {}
+        self._returned: dict[int, tuple[float, tuple[float, ...]]] = {}  # token -> when, areas
+        longest = max((cap for cap in self._caps if cap is not None), default=1)
+        self._finished: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=longest)
+
+    @property
+    def in_flight(self) -> int:
+        return self._count
+
+    def _advance(self, now: float) -> None:
+        elapsed = now - self._since
+        if elapsed > 0 and self._count:
+            for i, cap in enumerate(self._caps):
+                self._areas[i] += min(self._count, cap or self._count) * elapsed
+        self._since = max(self._since, now)
+
+    def start(self, now: float) -> int:
+        """Count a request in; returns the token to pass to :meth:`finish`."""
+        self._advance(now)
+        token = self._sent
+        self._flights[token] = (now, tuple(self._areas), tuple(self._flights))
+        self._sent += 1
+        self._count += 1
+        return token
+
+    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[Reading, ...]]:
+        """Count a request out; returns, per slot count, its readings (first come, first
+        served first; one reading where both agree)."""
+        self._advance(now)
+        started, start_areas, earlier = self._flights.pop(token)
+        self._count -= 1
+        # When the requests sent before it returned, earliest first; those still out
+        # return later than any of these.
+        returned = self._returned
+        returns = sorted((returned[t] for t in earlier if t in returned), key=_first)
+        view: dict[int | None, tuple[Reading, ...]] = {}
+        for i, cap in enumerate(self._caps):
+            admissions = [(started, start_areas)]
+            if cap is not None:
+                # Admitted once all but cap - 1 of those ahead had returned.
+                k = len(earlier) - cap
+                first_come = returns[k] if 0 <= k < len(returns) else None
+                by_order = self._finished[-cap] if len(self._finished) >= cap else None
+                admissions = [
+                    (started, start_areas) if at is None or not started < at[0] < now else at
+                    for at in (first_come, by_order)
+                ]
+            readings: list[Reading] = []
+            for when, areas in admissions:
+                served = now - when
+                running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
+                if (when - started, running) not in readings:
+                    readings.append((when - started, running))
+            view[cap] = tuple(readings)
+        snapshot = (now, tuple(self._areas))
+        self._finished.append(snapshot)
+        self._returned[token] = snapshot
+        self._forget()
+        return view
+
+    def _forget(self) -> None:
+        """Drop return times no request still in flight can ask for."""
+        if len(self._returned) > 2 * self._count + 64:
+            wanted = {t for _, _, earlier in self._flights.values() for t in earlier}
+            self._returned = {t: r for t, r in self._returned.items() if t in wanted}

@@ -1,0 +1,87 @@
+"""Which way a request to the wrapped client goes: whole (pass-through, through the gate) or
+split into its parts; what may ride along, and the isolation key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._policy import Policy
+
+#: The attribute of a split request's ``ChatCompletion`` holding splitter's ``CompoundAnswer``.
+# Requests with any of these are answered as one: splitting would change what they mean.
+_KEEP_WHOLE = frozenset(
+    {
+        "tools",
+        "tool_choice",
+        "functions",
+        "function_call",
+        "response_format",
+        "audio",
+        "modalities",
+        "prediction",
+        "parallel_tool_calls",
+    }
+)
+
+
+def _compound(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]] | None:
+    """(prompt, system, params) when the request may be split; None to pass it through."""
+    if _KEEP_WHOLE & kwargs.keys() or kwargs.get("n") not in (None, 1):
+        return None
+    messages, model = kwargs.get("messages"), kwargs.get("model")
+    if not isinstance(messages, list) or not isinstance(model, str):
+        return None
+    system: list[str] = []
+    users: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            return None  # images, audio or content parts: not ours to take apart
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.append(message["content"])
+        elif role == "user" and not users:
+            users.append(message["content"])
+        else:
+            return None  # earlier turns or several user messages: a conversation
+    if not users:
+        return None
+    dropped = ("messages", "model", "stream", "stream_options", "n")
+    params = {k: v for k, v in kwargs.items() if k not in dropped}
+    return users[0], "\n\n".join(system) or None, params
+
+
+# What a Responses API request may carry and still be split; anything else (tools, text
+# formats, reasoning, stored conversations, background runs, stream) keeps it whole.
+_RESPONSES_SPLITTABLE = frozenset({"model", "input", "instructions", "temperature", "top_p"})
+
+
+def _compound_response(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]] | None:
+    """(prompt, instructions, chat params) when a ``responses.create`` may be split."""
+    if not kwargs.keys() <= _RESPONSES_SPLITTABLE | {"max_output_tokens"}:
+        return None
+    if not isinstance(kwargs.get("model"), str):
+        return None
+    given = kwargs.get("input")
+    if isinstance(given, list) and len(given) == 1 and isinstance(given[0], dict):
+        message = given[0]
+        if message.get("role") == "user" and message.keys() <= {"role", "content", "type"}:
+            given = message.get("content")
+    instructions = kwargs.get("instructions")
+    if not isinstance(given, str) or not isinstance(instructions, str | None):
+        return None
+    params: dict[str, Any] = {k: kwargs[k] for k in ("temperature", "top_p") if k in kwargs}
+    if isinstance(kwargs.get("max_output_tokens"), int):
+        params["max_tokens"] = kwargs["max_output_tokens"]  # per part, as it was for the whole
+    return given, instructions, params
+
+
+def _isolation_key(kwargs: dict[str, Any], policy: Policy) -> str | None:
+    """The key a single question may be aggregated under: the request's own end-user id
+    (``safety_identifier``, or the older ``user``), when the policy aggregates at all."""
+    if policy.aggregate_window_ms is None or kwargs.get("stream"):
+        return None
+    for field in ("safety_identifier", "user"):
+        key = kwargs.get(field)
+        if isinstance(key, str) and key:
+            return f"{field}:{key}"
+    return None
