@@ -48,6 +48,19 @@ class Profile(BaseModel):
         description="Most sequences admitted at once (prefill or decode); the rest queue FIFO.",
     )
     context_window: int = Field(ge=1, description="Largest prompt + completion in tokens.")
+    merge_good_items: int | None = Field(
+        default=None,
+        ge=0,
+        description="In a prompt of several questions, items past this many are answered "
+        "off-topic (None: every item is answered well).",
+    )
+    merge_non_answer_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of multi-question replies that are well-formed non-answers "
+        "('I am not sure about that.' for every item), drawn from the service's seed.",
+    )
 
     def prefill_seconds(self, input_tokens: int) -> float:
         """Simulated seconds one sequence spends in prefill."""

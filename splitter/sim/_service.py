@@ -35,10 +35,7 @@ from splitter import _clock
 from splitter.sim import _refusals, _wire
 from splitter.sim._answers import (
     answer_prompt,
-    count_tokens,
-    cut_tokens,
     prompt_tokens,
-    token_pieces,
 )
 from splitter.sim._asgi import make_asgi_app
 from splitter.sim._engine import Engine
@@ -54,6 +51,16 @@ from splitter.sim._exchange import (
 from splitter.sim._faults import FaultKind, Faults, draw_fault, request_rng, sloppy_answer
 from splitter.sim._limits import RateLimiter, SimLimits
 from splitter.sim._profiles import PROFILES, Profile
+from splitter.sim._quality import merged_quality
+from splitter.sim._replies import (
+    Reply,
+    chat_choices,
+    chunk_choices,
+    decide_reply,
+    each_choice,
+    response_events,
+    tool_chunk_choices,
+)
 from splitter.sim._requests import (
     BadRequest,
     GenerationRequest,
@@ -92,6 +99,7 @@ class SimService:
         clock: Callable[[], float] = _clock.now,
         scripted: Mapping[str, str] | None = None,
         api_key: str | None = None,
+        max_choices: int = 1,
     ) -> None:
         """``clock`` gives real seconds for the engine, the rate limits and the log.
 
@@ -101,6 +109,9 @@ class SimService:
         ``scripted`` maps a piece of prompt text to the exact answer for any prompt holding
         it (the first match, in the mapping's order), for tests of code that parses what
         a model says; every other prompt gets the usual generated answer.
+
+        ``max_choices`` is the largest ``n`` accepted (at most 128, as OpenAI); a larger one
+        gets a 400 naming ``n``. The default 1 refuses ``n`` > 1, as some servers do.
         """
         if isinstance(profile, str):
             if profile not in PROFILES:
@@ -115,6 +126,9 @@ class SimService:
         self.default_answer_tokens = default_answer_tokens
         self.scripted = dict(scripted or {})
         self.api_key = api_key
+        if not 1 <= max_choices <= 128:
+            raise ValueError("max_choices must be from 1 to 128")
+        self.max_choices = max_choices
         self.seed = seed
         self._clock = clock
         self._engine = Engine(profile, time_scale=time_scale, clock=clock)
@@ -229,7 +243,10 @@ class SimService:
     # -- endpoints ------------------------------------------------------------------------
 
     async def _chat(self, call: Call, body: bytes) -> SimResponse:
-        return await self._generate(call, parse_chat(body))
+        request = parse_chat(body)
+        if request.n > self.max_choices:
+            raise BadRequest(f"The simulator supports only n={self.max_choices}.", "n")
+        return await self._generate(call, request)
 
     async def _responses(self, call: Call, body: bytes) -> SimResponse:
         return await self._generate(call, parse_responses(body))
@@ -290,41 +307,47 @@ class SimService:
         if fault is FaultKind.STALL:
             call.error_code = "stall"
             await self._sleep(self.faults.stall_seconds)
+        answer = merged_quality(
+            answer,
+            self.profile,
+            seed=self.seed,
+            number=call.number,
+            default_tokens=self.default_answer_tokens,
+        )
         text = answer.text
         if fault is FaultKind.SLOPPY:
             text, call.error_code = sloppy_answer(answer, call.rng, swaps=self.faults.sloppy_swaps)
-        finish = "stop"
-        if request.max_tokens is not None and count_tokens(text) > request.max_tokens:
-            text, finish = cut_tokens(text, request.max_tokens), "length"
-        call.completion_tokens = count_tokens(text)
+        reply = decide_reply(request, answer, text)
+        call.completion_tokens = reply.completion_tokens
         if request.stream:
-            return self._start_stream(call, request, text, finish)
-        with self._engine.sequence(call.prompt_tokens, call.completion_tokens) as seq:
-            await self._engine.wait_tokens(seq, call.completion_tokens)
+            return self._start_stream(call, request, reply)
+        with self._engine.sequence(call.prompt_tokens, reply.choice_tokens) as seq:
+            await self._engine.wait_tokens(seq, reply.choice_tokens)
         if fault is FaultKind.TRUNCATE:
             call.error_code = "truncated"
             return SimResponse(0, reset=True)
         call.status = 200
-        return SimResponse(200, [JSON], self._body(call, request, text, finish))
+        return SimResponse(200, [JSON], self._body(call, request, reply))
 
-    def _body(self, call: Call, request: GenerationRequest, text: str, finish: str) -> bytes:
-        created = int(time.time())
+    def _body(self, call: Call, request: GenerationRequest, reply: Reply) -> bytes:
         if request.api == "chat":
             return _wire.chat_completion(
                 id_=f"chatcmpl-sim{call.number}",
-                created=created,
+                created=int(time.time()),
                 model=request.model,
-                text=text,
-                finish_reason=finish,
+                choices=chat_choices(reply, str(call.number)),
                 prompt=call.prompt_tokens,
                 completion=call.completion_tokens,
             )
-        return _wire.response_object(
+        return _wire.dumps(self._response(call, request, reply))
+
+    def _response(self, call: Call, request: GenerationRequest, reply: Reply) -> dict[str, Any]:
+        return _wire.response_dict(
             id_=f"resp_sim{call.number}",
-            created=created,
+            created=int(time.time()),
             model=request.model,
-            text=text,
-            incomplete=finish == "length",
+            text=reply.content or "",
+            incomplete=reply.finish == "length",
             prompt=call.prompt_tokens,
             completion=call.completion_tokens,
             instructions=request.instructions,
@@ -333,14 +356,14 @@ class SimService:
 
     # -- streaming ------------------------------------------------------------------------
 
-    def _start_stream(
-        self, call: Call, request: GenerationRequest, text: str, finish: str
-    ) -> SimResponse:
-        seq = self._engine.submit(call.prompt_tokens, call.completion_tokens)
-        pieces = token_pieces(text)
-        # A truncated stream stops halfway, with neither finish_reason nor [DONE].
-        stop = len(pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
-        chunks = self._sse(call, request, seq, pieces, finish, stop)
+    def _start_stream(self, call: Call, request: GenerationRequest, reply: Reply) -> SimResponse:
+        seq = self._engine.submit(call.prompt_tokens, reply.choice_tokens)
+        # A truncated stream stops halfway, with neither its end event nor [DONE].
+        half = len(reply.pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
+        if request.api == "chat":
+            chunks = self._sse(call, request, seq, reply, half)
+        else:
+            chunks = self._response_sse(call, request, seq, reply, half)
 
         def on_close() -> None:
             self._engine.release(seq)
@@ -352,14 +375,13 @@ class SimService:
         call.status = 200
         return SimResponse(200, [SSE], stream=BodyStream(chunks, on_close))
 
+    async def _ready(self, seq: Sequence, sent: int, end: int) -> int:
+        """How many tokens (at most ``end``) are out once the one after ``sent`` is."""
+        await self._engine.wait_tokens(seq, sent + 1)
+        return min(seq.tokens, end)
+
     async def _sse(
-        self,
-        call: Call,
-        request: GenerationRequest,
-        seq: Sequence,
-        pieces: list[str],
-        finish: str,
-        stop: int | None,
+        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
     ) -> AsyncGenerator[bytes, None]:
         chunk = functools.partial(
             _wire.chat_chunk,
@@ -367,23 +389,49 @@ class SimService:
             created=int(time.time()),
             model=request.model,
         )
-        yield chunk(delta={"role": "assistant", "content": ""})
-        sent, end = 0, len(pieces) if stop is None else stop
+        opening = {"role": "assistant", "content": "" if reply.tool_calls == () else None}
+        yield chunk(delta=None, choices=each_choice(reply, delta=opening))
+        pieces = reply.pieces
+        if reply.tool_calls:
+            await self._engine.wait_tokens(seq, reply.choice_tokens)
+            yield chunk(delta=None, choices=tool_chunk_choices(reply, str(call.number)))
+        end = len(pieces) if stop is None else stop
+        sent = 0
         while sent < end:
-            await self._engine.wait_tokens(seq, sent + 1)
-            ready = min(seq.tokens, end)
+            ready = await self._ready(seq, sent, end)
             # Every token produced since the last write, one chunk event each.
-            yield b"".join(chunk(delta={"content": p}) for p in pieces[sent:ready])
+            yield b"".join(
+                chunk(delta=None, choices=chunk_choices(reply, pieces[i : i + 1], i))
+                for i in range(sent, ready)
+            )
             sent = ready
         if stop is not None:
             call.error_code = "truncated"
             call.finished = self._clock()
             return
-        tail = chunk(delta={}, finish_reason=finish)
+        tail = chunk(delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish))
         if request.include_usage:
-            usage = (call.prompt_tokens, call.completion_tokens)
-            tail += chunk(delta=None, usage=usage)
+            tail += chunk(delta=None, usage=(call.prompt_tokens, call.completion_tokens, None))
         yield tail + _wire.DONE
+        call.finished = self._clock()
+
+    async def _response_sse(
+        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
+    ) -> AsyncGenerator[bytes, None]:
+        pieces = reply.pieces
+        events = response_events(self._response(call, request, reply), pieces)
+        yield b"".join(events[:4])
+        end = len(pieces) if stop is None else stop
+        sent = 0
+        while sent < end:
+            ready = await self._ready(seq, sent, end)
+            yield b"".join(events[4 + sent : 4 + ready])
+            sent = ready
+        if stop is not None:
+            call.error_code = "truncated"
+            call.finished = self._clock()
+            return
+        yield b"".join(events[4 + len(pieces) :])
         call.finished = self._clock()
 
 
