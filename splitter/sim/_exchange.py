@@ -99,6 +99,7 @@ class Call:
     user_text: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     questions: tuple[str, ...] = ()
     finished: float | None = None
     closed: bool = False

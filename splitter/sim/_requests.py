@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,6 +11,7 @@ __all__ = [
     "BadRequest",
     "EmbeddingsRequest",
     "GenerationRequest",
+    "openai_path",
     "parse_chat",
     "parse_embeddings",
     "parse_responses",
@@ -237,3 +239,13 @@ def parse_embeddings(body: bytes) -> EmbeddingsRequest:
             "Invalid 'input': expected a string or a non-empty array of strings.", "input"
         )
     return EmbeddingsRequest(model, tuple(inputs), data.get("encoding_format") == "base64")
+
+
+_AZURE_PATH = re.compile(r"^(?:/openai|/v1)?/deployments/[^/]+(/.*)$")
+
+
+def openai_path(path: str) -> str:
+    """Azure OpenAI's deployment paths (``/openai/deployments/{name}/chat/completions``)
+    as the OpenAI path they stand for (``/v1/chat/completions``)."""
+    azure = _AZURE_PATH.match(path)
+    return f"/v1{azure.group(1)}" if azure else path

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from splitter.sim._answers import (
     prompt_tokens,
 )
 from splitter.sim._asgi import make_asgi_app
+from splitter.sim._cache import prompt_token_keys
 from splitter.sim._engine import Engine
 from splitter.sim._exchange import (
     CLIENT_GONE,
@@ -64,6 +64,7 @@ from splitter.sim._replies import (
 from splitter.sim._requests import (
     BadRequest,
     GenerationRequest,
+    openai_path,
     parse_chat,
     parse_embeddings,
     parse_responses,
@@ -222,7 +223,7 @@ class SimService:
             ("POST", "/v1/embeddings"): self._embeddings,
             ("GET", "/v1/models"): self._models,
         }
-        handler = routes.get((method.upper(), _openai_path(path).rstrip("/")))
+        handler = routes.get((method.upper(), openai_path(path).rstrip("/")))
         if handler is None:
             message = f"Invalid URL ({method.upper()} {path})"
             return _refusals.error(call, 404, message, "invalid_request_error", code=None)
@@ -321,8 +322,10 @@ class SimService:
         call.completion_tokens = reply.completion_tokens
         if request.stream:
             return self._start_stream(call, request, reply)
-        with self._engine.sequence(call.prompt_tokens, reply.choice_tokens) as seq:
+        keys = prompt_token_keys(request.contents, self.profile.prefix_cache)
+        with self._engine.sequence(call.prompt_tokens, reply.choice_tokens, keys) as seq:
             await self._engine.wait_tokens(seq, reply.choice_tokens)
+            call.cached_tokens = seq.cached
         if fault is FaultKind.TRUNCATE:
             call.error_code = "truncated"
             return SimResponse(0, reset=True)
@@ -338,6 +341,7 @@ class SimService:
                 choices=chat_choices(reply, str(call.number)),
                 prompt=call.prompt_tokens,
                 completion=call.completion_tokens,
+                cached=self._cached(call),
             )
         return _wire.dumps(self._response(call, request, reply))
 
@@ -352,12 +356,17 @@ class SimService:
             completion=call.completion_tokens,
             instructions=request.instructions,
             max_output_tokens=request.max_tokens,
+            cached=call.cached_tokens,
         )
 
     # -- streaming ------------------------------------------------------------------------
 
     def _start_stream(self, call: Call, request: GenerationRequest, reply: Reply) -> SimResponse:
-        seq = self._engine.submit(call.prompt_tokens, reply.choice_tokens)
+        seq = self._engine.submit(
+            call.prompt_tokens,
+            reply.choice_tokens,
+            prompt_token_keys(request.contents, self.profile.prefix_cache),
+        )
         # A truncated stream stops halfway, with neither its end event nor [DONE].
         half = len(reply.pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
         if request.api == "chat":
@@ -379,6 +388,10 @@ class SimService:
         """How many tokens (at most ``end``) are out once the one after ``sent`` is."""
         await self._engine.wait_tokens(seq, sent + 1)
         return min(seq.tokens, end)
+
+    def _cached(self, call: Call) -> int | None:
+        """``usage.prompt_tokens_details.cached_tokens``, reported only with a prefix cache."""
+        return None if self.profile.prefix_cache == "none" else call.cached_tokens
 
     async def _sse(
         self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
@@ -411,7 +424,9 @@ class SimService:
             return
         tail = chunk(delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish))
         if request.include_usage:
-            tail += chunk(delta=None, usage=(call.prompt_tokens, call.completion_tokens, None))
+            call.cached_tokens = seq.cached
+            usage = (call.prompt_tokens, call.completion_tokens, self._cached(call))
+            tail += chunk(delta=None, usage=usage)
         yield tail + _wire.DONE
         call.finished = self._clock()
 
@@ -433,13 +448,3 @@ class SimService:
             return
         yield b"".join(events[4 + len(pieces) :])
         call.finished = self._clock()
-
-
-_AZURE_PATH = re.compile(r"^(?:/openai|/v1)?/deployments/[^/]+(/.*)$")
-
-
-def _openai_path(path: str) -> str:
-    """Azure OpenAI's deployment paths (``/openai/deployments/{name}/chat/completions``)
-    as the OpenAI path they stand for (``/v1/chat/completions``)."""
-    azure = _AZURE_PATH.match(path)
-    return f"/v1{azure.group(1)}" if azure else path
