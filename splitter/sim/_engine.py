@@ -1,7 +1,10 @@
 """Continuous batching, simulated exactly and lazily.
 
 A sequence is queued (FIFO, waiting for one of the profile's ``slots``), then prefills for
-``ttft0 + input_tokens / prefill_rate`` without slowing anyone, then decodes, then is done.
+``ttft0 + uncached_input / prefill_rate`` without slowing anyone (or, with the profile's
+``shared_prefill``, sharing that throughput equally with every other prefill in progress),
+then decodes, then is done. A profile's ``prefix_cache`` (``_cache``) says how many input
+tokens are already computed when the sequence takes its slot.
 While ``m`` sequences decode, each advances at ``1 / (tpot1 * (1 + beta * (m - 1)))`` tokens
 per simulated second: a fluid model of a server's step loop.
 
@@ -27,9 +30,10 @@ from typing import TYPE_CHECKING
 import anyio
 
 from splitter import _clock
+from splitter.sim._cache import SharedCache, SlotCache
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Hashable, Iterator
 
     from splitter.sim._profiles import Profile
 
@@ -57,12 +61,31 @@ class SeqState(Enum):
 class Sequence:
     """One request's generation: its sizes, state and progress (in simulated seconds)."""
 
-    __slots__ = ("done_at", "input_tokens", "output_tokens", "prefill_end", "produced", "state")
+    __slots__ = (
+        "admitted_at",
+        "cached",
+        "done_at",
+        "input_tokens",
+        "output_tokens",
+        "prefill_end",
+        "prefill_left",
+        "produced",
+        "prompt",
+        "slot",
+        "state",
+    )
 
-    def __init__(self, input_tokens: int, output_tokens: int) -> None:
+    def __init__(
+        self, input_tokens: int, output_tokens: int, prompt: tuple[Hashable, ...] = ()
+    ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
+        self.prompt = prompt
         self.state = SeqState.QUEUED
+        self.admitted_at = math.inf
+        self.cached = 0  # prompt tokens the prefix cache served
+        self.slot: int | None = None
+        self.prefill_left = 0.0  # alone-seconds of prefill still to do (shared prefill)
         self.prefill_end = math.inf
         self.produced = 0.0
         self.done_at = math.inf
@@ -102,6 +125,9 @@ class Engine:
         self._prefilling: list[Sequence] = []
         self._decoding: list[Sequence] = []
         self._changed: anyio.Event | None = None
+        self._slots = SlotCache(profile.slots) if profile.prefix_cache == "slot" else None
+        shared = profile.prefix_cache == "shared"
+        self._shared = SharedCache(profile.cache_capacity) if shared else None
 
     # -- public surface -------------------------------------------------------------------
 
@@ -123,10 +149,13 @@ class Engine:
         """Sequences waiting for a slot."""
         return len(self._queue)
 
-    def submit(self, input_tokens: int, output_tokens: int) -> Sequence:
-        """Add a sequence now; it starts prefill at once when a slot is free."""
+    def submit(
+        self, input_tokens: int, output_tokens: int, prompt: tuple[Hashable, ...] = ()
+    ) -> Sequence:
+        """Add a sequence now; it starts prefill at once when a slot is free. ``prompt``
+        (one key per input token) is what a prefix cache matches."""
         self.advance()
-        seq = Sequence(input_tokens, output_tokens)
+        seq = Sequence(input_tokens, output_tokens, prompt)
         self._queue.append(seq)
         self._admit(self._sim_now)
         self._advance(self._sim_now)  # zero-length prefill/decoding completes right away
@@ -141,15 +170,18 @@ class Engine:
         for pool in (self._queue, self._prefilling, self._decoding):
             if seq in pool:
                 pool.remove(seq)
+        self._free_slot(seq)
         seq.state = SeqState.REMOVED
         self._admit(self._sim_now)
         self._advance(self._sim_now)
         self._notify()
 
     @contextmanager
-    def sequence(self, input_tokens: int, output_tokens: int) -> Iterator[Sequence]:
+    def sequence(
+        self, input_tokens: int, output_tokens: int, prompt: tuple[Hashable, ...] = ()
+    ) -> Iterator[Sequence]:
         """Submit a sequence and make sure it leaves the engine however the block ends."""
-        seq = self.submit(input_tokens, output_tokens)
+        seq = self.submit(input_tokens, output_tokens, prompt)
         try:
             yield seq
         finally:
@@ -186,8 +218,26 @@ class Engine:
         while self._queue and self.active < self.profile.slots:
             seq = self._queue.popleft()
             seq.state = SeqState.PREFILL
-            seq.prefill_end = at + self.profile.prefill_seconds(seq.input_tokens)
+            seq.admitted_at = at
+            if self._slots is not None:
+                seq.slot, seq.cached = self._slots.take(seq.prompt)
+            elif self._shared is not None:
+                seq.cached = self._shared.lookup(seq.prompt)
+            work = self.profile.prefill_seconds(seq.input_tokens - seq.cached)
+            seq.prefill_left = work
+            seq.prefill_end = math.inf if self.profile.shared_prefill else at + work
             self._prefilling.append(seq)
+
+    def _free_slot(self, seq: Sequence) -> None:
+        if self._slots is not None and seq.slot is not None:
+            self._slots.give_back(seq.slot)
+            seq.slot = None
+
+    def _prefill_at(self, seq: Sequence) -> float:
+        """When ``seq``'s prefill ends if nothing changes."""
+        if not self.profile.shared_prefill:
+            return seq.prefill_end
+        return self._sim_now + max(0.0, seq.prefill_left) * len(self._prefilling)
 
     def _rate(self) -> float:
         step = self.profile.step_seconds(len(self._decoding))
@@ -197,8 +247,9 @@ class Engine:
         """The earliest pending prefill end or decode completion, and whose it is."""
         best: tuple[float, Sequence | None] = (math.inf, None)
         for seq in self._prefilling:
-            if seq.prefill_end < best[0]:
-                best = (seq.prefill_end, seq)
+            at = self._prefill_at(seq)
+            if at < best[0]:
+                best = (at, seq)
         if self._decoding:
             rate = self._rate()
             seq = min(self._decoding, key=lambda s: s.output_tokens - s.produced)
@@ -231,6 +282,10 @@ class Engine:
     def _progress(self, until: float) -> None:
         if until <= self._sim_now:
             return
+        if self.profile.shared_prefill and self._prefilling:
+            share = (until - self._sim_now) / len(self._prefilling)
+            for seq in self._prefilling:
+                seq.prefill_left -= share
         if self._decoding:
             gained = (until - self._sim_now) * self._rate()
             for seq in self._decoding:
@@ -241,9 +296,13 @@ class Engine:
         if seq.state is SeqState.PREFILL:
             self._prefilling.remove(seq)
             seq.state = SeqState.DECODING
+            seq.prefill_end = self._sim_now
+            if self._shared is not None:
+                self._shared.store(seq.prompt)
             self._decoding.append(seq)
             return
         self._decoding.remove(seq)
+        self._free_slot(seq)
         seq.produced = float(seq.output_tokens)
         seq.state = SeqState.DONE
         seq.done_at = self._sim_now

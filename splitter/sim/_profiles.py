@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,9 +48,36 @@ class Profile(BaseModel):
         description="Most sequences admitted at once (prefill or decode); the rest queue FIFO.",
     )
     context_window: int = Field(ge=1, description="Largest prompt + completion in tokens.")
+    prefix_cache: Literal["none", "slot", "shared"] = Field(
+        default="none",
+        description="Prefix cache: 'slot' keeps each slot's last prompt (llama.cpp: reused only "
+        "by a request that lands on that slot), 'shared' shares 16-token prefix blocks across "
+        "requests (vLLM), 'none' recomputes every prompt.",
+    )
+    cache_capacity: int = Field(
+        default=1_000_000, ge=0, description="Tokens a 'shared' prefix cache holds (LRU)."
+    )
+    shared_prefill: bool = Field(
+        default=False,
+        description="Prefill is compute-bound: concurrent prefills share the engine's prefill "
+        "throughput (each of p progresses at 1/p speed) instead of overlapping freely.",
+    )
+    merge_good_items: int | None = Field(
+        default=None,
+        ge=0,
+        description="In a prompt of several questions, items past this many are answered "
+        "off-topic (None: every item is answered well).",
+    )
+    merge_non_answer_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of multi-question replies that are well-formed non-answers "
+        "('I am not sure about that.' for every item), drawn from the service's seed.",
+    )
 
     def prefill_seconds(self, input_tokens: int) -> float:
-        """Simulated seconds one sequence spends in prefill."""
+        """Simulated seconds one sequence spends in prefill (alone, ``input_tokens`` uncached)."""
         return self.ttft0 + input_tokens / self.prefill_rate
 
     def step_seconds(self, active: int) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,6 +11,7 @@ __all__ = [
     "BadRequest",
     "EmbeddingsRequest",
     "GenerationRequest",
+    "openai_path",
     "parse_chat",
     "parse_embeddings",
     "parse_responses",
@@ -37,6 +39,13 @@ class GenerationRequest:
     stream: bool = False
     include_usage: bool = False
     instructions: str | None = None
+    n: int = 1
+    logprobs: bool = False
+    top_logprobs: int = 0
+    response_format: dict[str, Any] | None = None  # json_object, or json_schema's "schema"
+    tools: tuple[dict[str, Any], ...] = ()  # each offered function: name, parameters
+    tool_choice: str | dict[str, Any] = "auto"
+    tool_answered: bool = False  # a tool result follows the last user message
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +120,69 @@ def _last_user(messages: list[tuple[str, str]]) -> str:
     return users[-1] if users else messages[-1][1]
 
 
+def _answered_by_tool(messages: list[tuple[str, str]]) -> bool:
+    roles = [role for role, _ in messages]
+    last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
+    return "tool" in roles[last_user + 1 :]
+
+
+def _top_logprobs(data: dict[str, Any]) -> int:
+    top = data.get("top_logprobs")
+    if top is None:
+        return 0
+    if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= 20:
+        raise BadRequest(
+            "Invalid 'top_logprobs': expected an integer from 0 to 20.", "top_logprobs"
+        )
+    if not data.get("logprobs"):
+        raise BadRequest(
+            "Invalid value for 'top_logprobs': 'logprobs' must be set to true.", "top_logprobs"
+        )
+    return top
+
+
+def _response_format(raw: Any, param: str) -> dict[str, Any] | None:
+    """None for text; ``{}`` for json_object; the schema for json_schema."""
+    if raw is None:
+        return None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {}
+    if kind == "json_schema":
+        spec = raw.get("json_schema", raw)  # the Responses API puts the fields at the top
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise BadRequest(f"Missing required parameter: '{param}.json_schema.schema'.", param)
+        return schema
+    raise BadRequest(f"Invalid value for '{param}.type': {kind!r}.", param)
+
+
+def _tools(data: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The offered functions (``{"name", "parameters"}``), chat's or the Responses API's shape."""
+    raw = data.get("tools") or []
+    if not isinstance(raw, list):
+        raise BadRequest("Invalid type for 'tools': expected an array.", "tools")
+    functions = []
+    for i, tool in enumerate(raw):
+        spec = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise BadRequest(f"Invalid 'tools[{i}]': expected a function with a name.", "tools")
+        functions.append({"name": spec["name"], "parameters": spec.get("parameters") or {}})
+    return tuple(functions)
+
+
 def parse_chat(body: bytes) -> GenerationRequest:
-    """``POST /v1/chat/completions``; ``n`` > 1 is refused (the simulator makes one choice)."""
+    """``POST /v1/chat/completions``."""
     data = _load(body)
     model = _model(data)
     if "messages" not in data:
         raise BadRequest("Missing required parameter: 'messages'.", "messages")
     messages = _messages(data["messages"], "messages")
-    if _positive_int(data, "n") not in (None, 1):
-        raise BadRequest("The simulator supports only n=1.", "n")
+    n = _positive_int(data, "n") or 1
+    if n > 128:
+        raise BadRequest("Invalid 'n': expected an integer of at most 128.", "n")
     options = data.get("stream_options")
     return GenerationRequest(
         api="chat",
@@ -129,17 +192,24 @@ def parse_chat(body: bytes) -> GenerationRequest:
         max_tokens=_positive_int(data, "max_completion_tokens", "max_tokens"),
         stream=bool(data.get("stream")),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+        n=n,
+        logprobs=bool(data.get("logprobs")),
+        top_logprobs=_top_logprobs(data),
+        response_format=_response_format(data.get("response_format"), "response_format"),
+        tools=_tools(data),
+        tool_choice=data.get("tool_choice") or "auto",
+        tool_answered=_answered_by_tool(messages),
     )
 
 
 def parse_responses(body: bytes) -> GenerationRequest:
-    """``POST /v1/responses`` (non-streaming only: ``stream`` is refused with 400)."""
+    """``POST /v1/responses``, streamed or not."""
     data = _load(body)
     model = _model(data)
     if "input" not in data:
         raise BadRequest("Missing required parameter: 'input'.", "input")
-    if data.get("stream"):
-        raise BadRequest("The simulator does not stream the Responses API.", "stream")
+    text_options = data.get("text")
+    text_format = text_options.get("format") if isinstance(text_options, dict) else None
     raw = data["input"]
     messages = [("user", raw)] if isinstance(raw, str) else _messages(raw, "input")
     instructions = data.get("instructions")
@@ -152,7 +222,9 @@ def parse_responses(body: bytes) -> GenerationRequest:
         contents=tuple(contents),
         user_text=_last_user(messages),
         max_tokens=_positive_int(data, "max_output_tokens"),
+        stream=bool(data.get("stream")),
         instructions=instructions,
+        response_format=_response_format(text_format, "text.format"),
     )
 
 
@@ -167,3 +239,13 @@ def parse_embeddings(body: bytes) -> EmbeddingsRequest:
             "Invalid 'input': expected a string or a non-empty array of strings.", "input"
         )
     return EmbeddingsRequest(model, tuple(inputs), data.get("encoding_format") == "base64")
+
+
+_AZURE_PATH = re.compile(r"^(?:/openai|/v1)?/deployments/[^/]+(/.*)$")
+
+
+def openai_path(path: str) -> str:
+    """Azure OpenAI's deployment paths (``/openai/deployments/{name}/chat/completions``)
+    as the OpenAI path they stand for (``/v1/chat/completions``)."""
+    azure = _AZURE_PATH.match(path)
+    return f"/v1{azure.group(1)}" if azure else path

@@ -24,32 +24,47 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
-import re
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import openai
 
 from splitter import _clock
-from splitter.sim import _wire
+from splitter.sim import _refusals, _wire
 from splitter.sim._answers import (
     answer_prompt,
-    count_tokens,
-    cut_tokens,
     prompt_tokens,
-    token_pieces,
 )
 from splitter.sim._asgi import make_asgi_app
+from splitter.sim._cache import prompt_token_keys
 from splitter.sim._engine import Engine
+from splitter.sim._exchange import (
+    CLIENT_GONE,
+    JSON,
+    SSE,
+    BodyStream,
+    Call,
+    RequestRecord,
+    SimResponse,
+)
 from splitter.sim._faults import FaultKind, Faults, draw_fault, request_rng, sloppy_answer
-from splitter.sim._limits import Admission, RateLimiter, SimLimits, format_reset
+from splitter.sim._limits import RateLimiter, SimLimits
 from splitter.sim._profiles import PROFILES, Profile
+from splitter.sim._quality import merged_quality
+from splitter.sim._replies import (
+    Reply,
+    chat_choices,
+    chunk_choices,
+    decide_reply,
+    each_choice,
+    response_events,
+    tool_chunk_choices,
+)
 from splitter.sim._requests import (
     BadRequest,
     GenerationRequest,
+    openai_path,
     parse_chat,
     parse_embeddings,
     parse_responses,
@@ -57,8 +72,7 @@ from splitter.sim._requests import (
 from splitter.sim._transport import make_transport
 
 if TYPE_CHECKING:
-    import random
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 
     from splitter.sim._asgi import ASGIApp
     from splitter.sim._engine import Sequence
@@ -69,118 +83,6 @@ __all__ = ["BodyStream", "RequestRecord", "SimResponse", "SimService"]
 # (as splitter does) keep two simulated services apart, as they would two real ones.
 _BASE_URL = "http://sim-{}.splitter.invalid/v1"
 _instances = itertools.count(1)
-_JSON = ("content-type", "application/json")
-_SSE = ("content-type", "text/event-stream; charset=utf-8")
-_CLIENT_GONE = 499  # nginx's code for "client closed request"
-_NGINX_429 = (
-    b"<html>\r\n<head><title>429 Too Many Requests</title></head>\r\n<body>\r\n"
-    b"<center><h1>429 Too Many Requests</h1></center>\r\n<hr><center>nginx</center>\r\n"
-    b"</body>\r\n</html>\r\n"
-)
-_FAULT_ERRORS: dict[FaultKind, tuple[int, str, str | None, str]] = {
-    FaultKind.QUOTA: (
-        429,
-        "You exceeded your current quota, please check your plan and billing details.",
-        "insufficient_quota",
-        "insufficient_quota",
-    ),
-    FaultKind.E500: (
-        500,
-        "The server had an error while processing your request. Sorry about that!",
-        None,
-        "server_error",
-    ),
-    FaultKind.E502: (502, "Bad gateway.", None, "server_error"),
-    FaultKind.E503: (
-        503,
-        "The server is overloaded or not ready yet.",
-        None,
-        "server_error",
-    ),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
-    """What happened to one HTTP request; appended to ``SimService.log`` when it ends.
-
-    ``arrived``/``finished`` are the service clock's real seconds (splitter's clock by
-    default). ``status`` is 0 when the connection was dropped before a complete response, and
-    499 when the client went away first.
-    """
-
-    request_id: str
-    path: str
-    model: str
-    arrived: float
-    finished: float
-    status: int
-    error_code: str | None
-    stream: bool
-    user_text: str
-    prompt_tokens: int
-    completion_tokens: int
-    questions: tuple[str, ...]
-
-
-class BodyStream:
-    """A streaming body: the door iterates it and must ``aclose`` it however delivery ends."""
-
-    def __init__(self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]) -> None:
-        self._chunks = chunks
-        self._on_close = on_close
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks
-
-    async def aclose(self) -> None:
-        """Stop the body and release what it holds (its engine slot, its log record)."""
-        try:
-            with anyio.CancelScope(shield=True):
-                await self._chunks.aclose()
-        finally:
-            self._on_close()
-
-    def abandon(self) -> None:
-        """Release without running the body: it was never delivered."""
-        self._on_close()
-
-
-@dataclass(slots=True)
-class SimResponse:
-    """A response for a door to deliver; ``reset`` means drop the connection instead."""
-
-    status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    stream: BodyStream | None = None
-    reset: bool = False
-
-
-@dataclass(slots=True)
-class _Call:
-    """One request's state while it is handled; becomes a ``RequestRecord``."""
-
-    number: int
-    path: str
-    arrived: float
-    rng: random.Random
-    fault: FaultKind | None
-    started: float = 0.0
-    model: str = ""
-    status: int = 0
-    error_code: str | None = None
-    stream: bool = False
-    user_text: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    questions: tuple[str, ...] = ()
-    finished: float | None = None
-    closed: bool = False
-
-    @property
-    def request_id(self) -> str:
-        return f"req_{self.number}"
 
 
 class SimService:
@@ -198,6 +100,7 @@ class SimService:
         clock: Callable[[], float] = _clock.now,
         scripted: Mapping[str, str] | None = None,
         api_key: str | None = None,
+        max_choices: int = 1,
     ) -> None:
         """``clock`` gives real seconds for the engine, the rate limits and the log.
 
@@ -207,6 +110,9 @@ class SimService:
         ``scripted`` maps a piece of prompt text to the exact answer for any prompt holding
         it (the first match, in the mapping's order), for tests of code that parses what
         a model says; every other prompt gets the usual generated answer.
+
+        ``max_choices`` is the largest ``n`` accepted (at most 128, as OpenAI); a larger one
+        gets a 400 naming ``n``. The default 1 refuses ``n`` > 1, as some servers do.
         """
         if isinstance(profile, str):
             if profile not in PROFILES:
@@ -221,6 +127,9 @@ class SimService:
         self.default_answer_tokens = default_answer_tokens
         self.scripted = dict(scripted or {})
         self.api_key = api_key
+        if not 1 <= max_choices <= 128:
+            raise ValueError("max_choices must be from 1 to 128")
+        self.max_choices = max_choices
         self.seed = seed
         self._clock = clock
         self._engine = Engine(profile, time_scale=time_scale, clock=clock)
@@ -259,12 +168,12 @@ class SimService:
         try:
             await self._sleep(self.profile.rtt / 2)
             call.started = self._clock()
-            refused = self._unauthorized(call, authorization)
+            refused = _refusals.unauthorized(call, self.api_key, authorization)
             response = refused or await self._route(call, method, path, body)
             response.headers += self._common_headers(call)
             await self._sleep(self.profile.rtt / 2)
         except BaseException:
-            call.status = _CLIENT_GONE
+            call.status = CLIENT_GONE
             if response is not None and response.stream is not None:
                 response.stream.abandon()
             raise
@@ -273,14 +182,14 @@ class SimService:
                 self._close(call)
         return response
 
-    def _open(self, path: str) -> _Call:
+    def _open(self, path: str) -> Call:
         self._count += 1
         rng = request_rng(self.seed, self._count)
         fault = draw_fault(self.faults, rng)
         self.in_flight += 1
-        return _Call(self._count, path, self._clock(), rng, fault)
+        return Call(self._count, path, self._clock(), rng, fault)
 
-    def _close(self, call: _Call) -> None:
+    def _close(self, call: Call) -> None:
         if call.closed:
             return
         call.closed = True
@@ -307,50 +216,23 @@ class SimService:
         if sim_seconds > 0:
             await anyio.sleep(sim_seconds * self.time_scale)
 
-    async def _route(self, call: _Call, method: str, path: str, body: bytes) -> SimResponse:
-        routes: dict[tuple[str, str], Callable[[_Call, bytes], Awaitable[SimResponse]]] = {
+    async def _route(self, call: Call, method: str, path: str, body: bytes) -> SimResponse:
+        routes: dict[tuple[str, str], Callable[[Call, bytes], Awaitable[SimResponse]]] = {
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/responses"): self._responses,
             ("POST", "/v1/embeddings"): self._embeddings,
             ("GET", "/v1/models"): self._models,
         }
-        handler = routes.get((method.upper(), _openai_path(path).rstrip("/")))
+        handler = routes.get((method.upper(), openai_path(path).rstrip("/")))
         if handler is None:
             message = f"Invalid URL ({method.upper()} {path})"
-            return self._error(call, 404, message, "invalid_request_error", code=None)
+            return _refusals.error(call, 404, message, "invalid_request_error", code=None)
         try:
             return await handler(call, body)
         except BadRequest as exc:
-            return self._error(call, 400, exc.message, "invalid_request_error", param=exc.param)
+            return _refusals.error(call, 400, exc.message, "invalid_request_error", param=exc.param)
 
-    def _unauthorized(self, call: _Call, authorization: str | None) -> SimResponse | None:
-        if self.api_key is None or authorization == f"Bearer {self.api_key}":
-            return None
-        given = (authorization or "").removeprefix("Bearer ")
-        shown = f"{given[:3]}{'*' * max(0, len(given) - 7)}{given[-4:]}" if given else "(none)"
-        message = (
-            f"Incorrect API key provided: {shown}. You can find your API key at "
-            "https://platform.openai.com/account/api-keys."
-        )
-        return self._error(call, 401, message, "invalid_request_error", code="invalid_api_key")
-
-    def _error(
-        self,
-        call: _Call,
-        status: int,
-        message: str,
-        type_: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        headers: list[tuple[str, str]] | None = None,
-    ) -> SimResponse:
-        call.status = status
-        call.error_code = call.error_code or code or type_
-        body = _wire.error_body(message, type_, param=param, code=code)
-        return SimResponse(status, [_JSON, *(headers or [])], body)
-
-    def _common_headers(self, call: _Call) -> list[tuple[str, str]]:
+    def _common_headers(self, call: Call) -> list[tuple[str, str]]:
         processing_ms = max(0, round((self._clock() - call.started) * 1000))
         return [
             ("x-request-id", call.request_id),
@@ -361,13 +243,16 @@ class SimService:
 
     # -- endpoints ------------------------------------------------------------------------
 
-    async def _chat(self, call: _Call, body: bytes) -> SimResponse:
-        return await self._generate(call, parse_chat(body))
+    async def _chat(self, call: Call, body: bytes) -> SimResponse:
+        request = parse_chat(body)
+        if request.n > self.max_choices:
+            raise BadRequest(f"The simulator supports only n={self.max_choices}.", "n")
+        return await self._generate(call, request)
 
-    async def _responses(self, call: _Call, body: bytes) -> SimResponse:
+    async def _responses(self, call: Call, body: bytes) -> SimResponse:
         return await self._generate(call, parse_responses(body))
 
-    async def _embeddings(self, call: _Call, body: bytes) -> SimResponse:
+    async def _embeddings(self, call: Call, body: bytes) -> SimResponse:
         request = parse_embeddings(body)
         call.model = request.model
         call.prompt_tokens = prompt_tokens(request.inputs)
@@ -382,58 +267,21 @@ class SimService:
             base64_=request.base64,
             prompt=call.prompt_tokens,
         )
-        return SimResponse(200, [_JSON], payload)
+        return SimResponse(200, [JSON], payload)
 
-    async def _models(self, call: _Call, body: bytes) -> SimResponse:
+    async def _models(self, call: Call, body: bytes) -> SimResponse:
         call.status = 200
         names = list(dict.fromkeys([self.profile.name, "gpt-4o-mini"]))
-        return SimResponse(200, [_JSON], _wire.models_list(names, int(time.time())))
+        return SimResponse(200, [JSON], _wire.models_list(names, int(time.time())))
 
-    def _admit(self, call: _Call, cost: int, model: str) -> SimResponse | None:
+    def _admit(self, call: Call, cost: int, model: str) -> SimResponse | None:
         """None when the rate limits let the request through, else its 429."""
         verdict = self._limiter.admit(cost, self._engine.now())
         if verdict.allowed:
             return None
-        return self._rate_limited(call, verdict, model, cost)
+        return _refusals.rate_limited(call, self.limits, verdict, model, cost, self.time_scale)
 
-    def _rate_limited(self, call: _Call, verdict: Admission, model: str, cost: int) -> SimResponse:
-        kind = verdict.limit or "requests"
-        real = verdict.retry_after * self.time_scale
-        retry = _retry_headers(real) if self.limits.sends_retry_after else []
-        if self.limits.kind == "leaky_bucket":  # nginx answers itself, with its HTML page
-            call.status, call.error_code = 429, "rate_limit_exceeded"
-            return SimResponse(429, [("content-type", "text/html"), *retry], _NGINX_429)
-        if self.limits.kind != "token_bucket":
-            message = _limiter_message(self.limits, kind, real if retry else None)
-            return self._error(call, 429, message, kind, code="rate_limit_exceeded", headers=retry)
-        limit = self.limits.rpm if kind == "requests" else self.limits.tpm
-        unit = "RPM" if kind == "requests" else "TPM"
-        where = f"for {model} in organization org-splitter-sim on {kind} per min ({unit})"
-        if verdict.too_large:
-            message = f"Request too large {where}: Limit {limit}, Requested {cost}."
-            return self._error(call, 429, message, kind, code="rate_limit_exceeded")
-        message = (
-            f"Rate limit reached {where}: Limit {limit}. Please try again in {format_reset(real)}."
-        )
-        return self._error(call, 429, message, kind, code="rate_limit_exceeded", headers=retry)
-
-    def _fault_error(self, call: _Call, fault: FaultKind) -> SimResponse:
-        if fault is FaultKind.RATE_LIMIT:
-            real = self.faults.retry_after * self.time_scale
-            message = f"Rate limit reached (simulated). Please try again in {format_reset(real)}."
-            return self._error(
-                call,
-                429,
-                message,
-                "requests",
-                code="rate_limit_exceeded",
-                headers=_retry_headers(real),
-            )
-        status, message, code, type_ = _FAULT_ERRORS[fault]
-        call.error_code = code or type_
-        return self._error(call, status, message, type_, code=code)
-
-    async def _generate(self, call: _Call, request: GenerationRequest) -> SimResponse:
+    async def _generate(self, call: Call, request: GenerationRequest) -> SimResponse:
         call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
         call.prompt_tokens = prompt_tokens(request.contents)
         answer = answer_prompt(request.user_text, self.default_answer_tokens)
@@ -442,104 +290,111 @@ class SimService:
         if script is not None:
             answer = dataclasses.replace(answer, text=script, parts=(), nonce=None)
         call.questions = tuple(q.text for q in answer.questions)
-        if call.prompt_tokens + (request.max_tokens or 0) > self.profile.context_window:
-            message = (
-                f"This model's maximum context length is {self.profile.context_window} tokens. "
-                f"However, you requested {call.prompt_tokens + (request.max_tokens or 0)} tokens."
-            )
-            return self._error(
-                call,
-                400,
-                message,
-                "invalid_request_error",
-                param="messages",
-                code="context_length_exceeded",
-            )
+        requested = call.prompt_tokens + (request.max_tokens or 0)
+        if requested > self.profile.context_window:
+            return _refusals.context_too_long(call, self.profile.context_window, requested)
         # Without max_tokens the limiter cannot know the output; it charges the default length.
         cost = call.prompt_tokens + (request.max_tokens or self.default_answer_tokens)
         refusal = self._admit(call, cost, request.model)
         if refusal is not None:
             return refusal
         fault = call.fault
-        if fault in _FAULT_ERRORS or fault is FaultKind.RATE_LIMIT:
+        if fault in _refusals.FAULT_ERRORS or fault is FaultKind.RATE_LIMIT:
             assert fault is not None
-            return self._fault_error(call, fault)
+            return _refusals.fault_error(call, self.faults, fault, self.time_scale)
         if fault is FaultKind.RESET:
             call.error_code = "reset"
             return SimResponse(0, reset=True)
         if fault is FaultKind.STALL:
             call.error_code = "stall"
             await self._sleep(self.faults.stall_seconds)
+        answer = merged_quality(
+            answer,
+            self.profile,
+            seed=self.seed,
+            number=call.number,
+            default_tokens=self.default_answer_tokens,
+        )
         text = answer.text
         if fault is FaultKind.SLOPPY:
             text, call.error_code = sloppy_answer(answer, call.rng, swaps=self.faults.sloppy_swaps)
-        finish = "stop"
-        if request.max_tokens is not None and count_tokens(text) > request.max_tokens:
-            text, finish = cut_tokens(text, request.max_tokens), "length"
-        call.completion_tokens = count_tokens(text)
+        reply = decide_reply(request, answer, text)
+        call.completion_tokens = reply.completion_tokens
         if request.stream:
-            return self._start_stream(call, request, text, finish)
-        with self._engine.sequence(call.prompt_tokens, call.completion_tokens) as seq:
-            await self._engine.wait_tokens(seq, call.completion_tokens)
+            return self._start_stream(call, request, reply)
+        keys = prompt_token_keys(request.contents, self.profile.prefix_cache)
+        with self._engine.sequence(call.prompt_tokens, reply.choice_tokens, keys) as seq:
+            await self._engine.wait_tokens(seq, reply.choice_tokens)
+            call.cached_tokens = seq.cached
         if fault is FaultKind.TRUNCATE:
             call.error_code = "truncated"
             return SimResponse(0, reset=True)
         call.status = 200
-        return SimResponse(200, [_JSON], self._body(call, request, text, finish))
+        return SimResponse(200, [JSON], self._body(call, request, reply))
 
-    def _body(self, call: _Call, request: GenerationRequest, text: str, finish: str) -> bytes:
-        created = int(time.time())
+    def _body(self, call: Call, request: GenerationRequest, reply: Reply) -> bytes:
         if request.api == "chat":
             return _wire.chat_completion(
                 id_=f"chatcmpl-sim{call.number}",
-                created=created,
+                created=int(time.time()),
                 model=request.model,
-                text=text,
-                finish_reason=finish,
+                choices=chat_choices(reply, str(call.number)),
                 prompt=call.prompt_tokens,
                 completion=call.completion_tokens,
+                cached=self._cached(call),
             )
-        return _wire.response_object(
+        return _wire.dumps(self._response(call, request, reply))
+
+    def _response(self, call: Call, request: GenerationRequest, reply: Reply) -> dict[str, Any]:
+        return _wire.response_dict(
             id_=f"resp_sim{call.number}",
-            created=created,
+            created=int(time.time()),
             model=request.model,
-            text=text,
-            incomplete=finish == "length",
+            text=reply.content or "",
+            incomplete=reply.finish == "length",
             prompt=call.prompt_tokens,
             completion=call.completion_tokens,
             instructions=request.instructions,
             max_output_tokens=request.max_tokens,
+            cached=call.cached_tokens,
         )
 
     # -- streaming ------------------------------------------------------------------------
 
-    def _start_stream(
-        self, call: _Call, request: GenerationRequest, text: str, finish: str
-    ) -> SimResponse:
-        seq = self._engine.submit(call.prompt_tokens, call.completion_tokens)
-        pieces = token_pieces(text)
-        # A truncated stream stops halfway, with neither finish_reason nor [DONE].
-        stop = len(pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
-        chunks = self._sse(call, request, seq, pieces, finish, stop)
+    def _start_stream(self, call: Call, request: GenerationRequest, reply: Reply) -> SimResponse:
+        seq = self._engine.submit(
+            call.prompt_tokens,
+            reply.choice_tokens,
+            prompt_token_keys(request.contents, self.profile.prefix_cache),
+        )
+        # A truncated stream stops halfway, with neither its end event nor [DONE].
+        half = len(reply.pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
+        if request.api == "chat":
+            chunks = self._sse(call, request, seq, reply, half)
+        else:
+            chunks = self._response_sse(call, request, seq, reply, half)
 
         def on_close() -> None:
             self._engine.release(seq)
             if call.finished is None:  # the client left before the end of the stream
-                call.status = _CLIENT_GONE
+                call.status = CLIENT_GONE
                 call.error_code = call.error_code or "client_disconnected"
             self._close(call)
 
         call.status = 200
-        return SimResponse(200, [_SSE], stream=BodyStream(chunks, on_close))
+        return SimResponse(200, [SSE], stream=BodyStream(chunks, on_close))
+
+    async def _ready(self, seq: Sequence, sent: int, end: int) -> int:
+        """How many tokens (at most ``end``) are out once the one after ``sent`` is."""
+        await self._engine.wait_tokens(seq, sent + 1)
+        return min(seq.tokens, end)
+
+    def _cached(self, call: Call) -> int | None:
+        """``usage.prompt_tokens_details.cached_tokens``, reported only with a prefix cache."""
+        return None if self.profile.prefix_cache == "none" else call.cached_tokens
 
     async def _sse(
-        self,
-        call: _Call,
-        request: GenerationRequest,
-        seq: Sequence,
-        pieces: list[str],
-        finish: str,
-        stop: int | None,
+        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
     ) -> AsyncGenerator[bytes, None]:
         chunk = functools.partial(
             _wire.chat_chunk,
@@ -547,58 +402,49 @@ class SimService:
             created=int(time.time()),
             model=request.model,
         )
-        yield chunk(delta={"role": "assistant", "content": ""})
-        sent, end = 0, len(pieces) if stop is None else stop
+        opening = {"role": "assistant", "content": "" if reply.tool_calls == () else None}
+        yield chunk(delta=None, choices=each_choice(reply, delta=opening))
+        pieces = reply.pieces
+        if reply.tool_calls:
+            await self._engine.wait_tokens(seq, reply.choice_tokens)
+            yield chunk(delta=None, choices=tool_chunk_choices(reply, str(call.number)))
+        end = len(pieces) if stop is None else stop
+        sent = 0
         while sent < end:
-            await self._engine.wait_tokens(seq, sent + 1)
-            ready = min(seq.tokens, end)
+            ready = await self._ready(seq, sent, end)
             # Every token produced since the last write, one chunk event each.
-            yield b"".join(chunk(delta={"content": p}) for p in pieces[sent:ready])
+            yield b"".join(
+                chunk(delta=None, choices=chunk_choices(reply, pieces[i : i + 1], i))
+                for i in range(sent, ready)
+            )
             sent = ready
         if stop is not None:
             call.error_code = "truncated"
             call.finished = self._clock()
             return
-        tail = chunk(delta={}, finish_reason=finish)
+        tail = chunk(delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish))
         if request.include_usage:
-            usage = (call.prompt_tokens, call.completion_tokens)
+            call.cached_tokens = seq.cached
+            usage = (call.prompt_tokens, call.completion_tokens, self._cached(call))
             tail += chunk(delta=None, usage=usage)
         yield tail + _wire.DONE
         call.finished = self._clock()
 
-
-_AZURE_PATH = re.compile(r"^(?:/openai|/v1)?/deployments/[^/]+(/.*)$")
-
-
-def _openai_path(path: str) -> str:
-    """Azure OpenAI's deployment paths (``/openai/deployments/{name}/chat/completions``)
-    as the OpenAI path they stand for (``/v1/chat/completions``)."""
-    azure = _AZURE_PATH.match(path)
-    return f"/v1{azure.group(1)}" if azure else path
-
-
-def _limiter_message(limits: SimLimits, kind: str, real_wait: float | None) -> str:
-    """The 429 message of a limiter that is not OpenAI's (its wait, when it tells it)."""
-    if limits.kind == "azure":
-        # Azure OpenAI's wording; "call rate limit" for requests, "token rate limit" for tokens.
-        which = "call" if kind == "requests" else "token"
-        after = (
-            ""
-            if real_wait is None
-            else f" Please retry after {max(1, math.ceil(real_wait))} seconds."
-        )
-        return (
-            "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
-            f"2024-10-21 have exceeded {which} rate limit of your current OpenAI S0 pricing tier."
-            f"{after}"
-        )
-    after = "" if real_wait is None else f" Please try again in {format_reset(real_wait)}."
-    return f"Rate limit exceeded: {limits.limit} requests per {limits.window:g} s.{after}"
-
-
-def _retry_headers(real_seconds: float) -> list[tuple[str, str]]:
-    """``retry-after`` in whole seconds (as OpenAI sends it) and the precise ``retry-after-ms``."""
-    return [
-        ("retry-after", str(max(1, math.ceil(real_seconds)))),
-        ("retry-after-ms", str(max(0, round(real_seconds * 1000)))),
-    ]
+    async def _response_sse(
+        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
+    ) -> AsyncGenerator[bytes, None]:
+        pieces = reply.pieces
+        events = response_events(self._response(call, request, reply), pieces)
+        yield b"".join(events[:4])
+        end = len(pieces) if stop is None else stop
+        sent = 0
+        while sent < end:
+            ready = await self._ready(seq, sent, end)
+            yield b"".join(events[4 + sent : 4 + ready])
+            sent = ready
+        if stop is not None:
+            call.error_code = "truncated"
+            call.finished = self._clock()
+            return
+        yield b"".join(events[4 + len(pieces) :])
+        call.finished = self._clock()

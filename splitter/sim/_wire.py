@@ -17,6 +17,7 @@ __all__ = [
     "embeddings",
     "error_body",
     "models_list",
+    "response_dict",
     "response_object",
     "sse",
 ]
@@ -43,12 +44,15 @@ def error_body(
     return dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
-def _chat_usage(prompt: int, completion: int) -> dict[str, int]:
-    return {
+def _chat_usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached is not None:  # only a service with a prefix cache reports it
+        usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+    return usage
 
 
 def chat_completion(
@@ -56,27 +60,23 @@ def chat_completion(
     id_: str,
     created: int,
     model: str,
-    text: str,
-    finish_reason: str,
+    choices: list[dict[str, Any]],
     prompt: int,
     completion: int,
+    cached: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
-    """A non-streaming ``chat.completion``."""
-    choice = {
-        "index": 0,
-        "message": {"role": "assistant", "content": text, "refusal": None},
-        "logprobs": None,
-        "finish_reason": finish_reason,
-    }
+    """A non-streaming ``chat.completion``; ``extra`` adds top-level fields (``timings``)."""
     return dumps(
         {
             "id": id_,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [choice],
-            "usage": _chat_usage(prompt, completion),
+            "choices": choices,
+            "usage": _chat_usage(prompt, completion, cached),
             "system_fingerprint": _FINGERPRINT,
+            **(extra or {}),
         }
     )
 
@@ -88,25 +88,38 @@ def chat_chunk(
     model: str,
     delta: dict[str, Any] | None,
     finish_reason: str | None = None,
-    usage: tuple[int, int] | None = None,
+    usage: tuple[int, int, int | None] | None = None,
+    choices: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
-    """One ``chat.completion.chunk`` event; ``delta=None`` makes the choiceless usage chunk."""
+    """One ``chat.completion.chunk`` event; ``delta=None`` makes the choiceless usage chunk;
+    ``choices`` replaces the single choice ``delta`` makes."""
+    if choices is None:
+        choices = (
+            []
+            if delta is None
+            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+        )
     body: dict[str, Any] = {
         "id": id_,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
         "system_fingerprint": _FINGERPRINT,
-        "choices": []
-        if delta is None
-        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        "choices": choices,
+        **(extra or {}),
     }
     if usage is not None:
         body["usage"] = _chat_usage(*usage)
     return sse(body)
 
 
-def response_object(
+def response_object(**fields: Any) -> bytes:
+    """``response_dict`` as JSON bytes."""
+    return dumps(response_dict(**fields))
+
+
+def response_dict(
     *,
     id_: str,
     created: int,
@@ -117,7 +130,8 @@ def response_object(
     completion: int,
     instructions: str | None,
     max_output_tokens: int | None,
-) -> bytes:
+    cached: int = 0,
+) -> dict[str, Any]:
     """A Responses API ``response`` with one assistant message."""
     message = {
         "type": "message",
@@ -128,29 +142,27 @@ def response_object(
     }
     usage = {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
     }
-    return dumps(
-        {
-            "id": id_,
-            "object": "response",
-            "created_at": created,
-            "model": model,
-            "status": "incomplete" if incomplete else "completed",
-            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-            "error": None,
-            "instructions": instructions,
-            "max_output_tokens": max_output_tokens,
-            "output": [message],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "usage": usage,
-        }
-    )
+    return {
+        "id": id_,
+        "object": "response",
+        "created_at": created,
+        "model": model,
+        "status": "incomplete" if incomplete else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "error": None,
+        "instructions": instructions,
+        "max_output_tokens": max_output_tokens,
+        "output": [message],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage,
+    }
 
 
 def embedding_vector(text: str) -> list[float]:

@@ -131,13 +131,13 @@ async def test_bad_requests_raise_bad_request_error(open_client: OpenClient) -> 
             await client.chat.completions.create(model="m", messages=[])
         with pytest.raises(openai.BadRequestError) as many:
             await client.chat.completions.create(model="m", messages=user("Q"), n=2)
-        with pytest.raises(openai.BadRequestError) as streamed:
-            await client.responses.create(model="m", input="Q", stream=True)
+        with pytest.raises(openai.BadRequestError) as top:
+            await client.chat.completions.create(model="m", messages=user("Q"), top_logprobs=2)
         with pytest.raises(openai.NotFoundError):
             await client.get("/nowhere", cast_to=object)
     assert empty.value.param == "messages"
     assert many.value.param == "n"
-    assert streamed.value.param == "stream"
+    assert top.value.param == "top_logprobs"
     assert [r.status for r in service.log] == [400, 400, 400, 404]
 
 
