@@ -19,7 +19,10 @@ share (the read-back answer matches the question's accept patterns; an unparsed 
 not correct), correct given parsed, and wall time per question. The questions are taken in
 chunks of the largest k; within each chunk every arm runs once, in an order rotated per
 chunk, so the arms share the machine's load over time (each arm sends its requests of the
-chunk at once, at most ``--concurrency`` in flight). Temperature 0.
+chunk at once, at most ``--concurrency`` in flight). Temperature 0, and every request of
+every arm carries the same system message (``--system``; splitter sends a caller's system
+message ahead of its merged prompt the same way): SmolLM2-135M-Instruct's own default
+system prompt derails it (see bench/engine/setup.py).
 
 Usage, with the engine started (``python bench/engine/setup.py --start``)::
 
@@ -149,20 +152,30 @@ class Tally:
     right: int = 0
     seconds: float = 0.0
     examples: list[str] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    client: openai.AsyncOpenAI
+    gate: asyncio.Semaphore
+    model: str
+    system: str
 
 
 async def chat(
-    client: openai.AsyncOpenAI,
-    gate: asyncio.Semaphore,
-    model: str,
+    target: Target,
     text: str,
     max_tokens: int,
     **extra: Any,
 ) -> tuple[str, str | None]:
-    async with gate:
-        reply = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": text}],
+    messages: list[dict[str, str]] = [{"role": "user", "content": text}]
+    if target.system:
+        messages.insert(0, {"role": "system", "content": target.system})
+    async with target.gate:
+        reply = await target.client.chat.completions.create(
+            model=target.model,
+            messages=messages,  # type: ignore[arg-type]
             max_tokens=max_tokens,
             temperature=0,
             **extra,
@@ -172,36 +185,38 @@ async def chat(
 
 
 async def run_arm(
-    client: openai.AsyncOpenAI,
-    gate: asyncio.Semaphore,
-    model: str,
+    target: Target,
     arm: str,
     k: int,
     chunk: Sequence[Checkable],
-) -> tuple[list[str | None], float]:
-    """One arm on one chunk: the answer read back per question (None: not parsed), wall s."""
+) -> tuple[list[str | None], list[str], float]:
+    """One arm on one chunk: the answer read back per question (None: not parsed), the raw
+    replies, and the wall seconds."""
     groups = [list(chunk[i : i + k]) for i in range(0, len(chunk), k)]
+
+    raws: list[str] = []
 
     async def one(group: list[Checkable]) -> list[str | None]:
         texts = [q.question for q in group]
         if arm == "alone":
-            reply, _ = await chat(client, gate, model, texts[0], ANSWER_TOKENS)
+            reply, _ = await chat(target, texts[0], ANSWER_TOKENS)
+            raws.append(reply)
             return [reply if reply.strip() else None]
         if arm == "markers":
             prompt = build_merged_prompt(texts)
-            reply, finish = await chat(client, gate, model, prompt.text, ANSWER_TOKENS * k + 16 * k)
+            reply, finish = await chat(target, prompt.text, ANSWER_TOKENS * k + 16 * k)
+            raws.append(reply)
             parsed = parse_merged(reply, prompt, truncated=finish == "length").answers
         else:
             text, fmt = schema_request(texts)
-            reply, _ = await chat(
-                client, gate, model, text, ANSWER_TOKENS * k + 24 * k, response_format=fmt
-            )
+            reply, _ = await chat(target, text, ANSWER_TOKENS * k + 24 * k, response_format=fmt)
+            raws.append(reply)
             parsed = parse_schema(reply, k)
         return [parsed.get(i) for i in range(1, len(group) + 1)]
 
     started = time.perf_counter()
     results = await asyncio.gather(*(one(g) for g in groups))
-    return [a for r in results for a in r], time.perf_counter() - started
+    return [a for r in results for a in r], raws, time.perf_counter() - started
 
 
 def server_props(url: str) -> str:
@@ -236,16 +251,20 @@ async def main_async(args: argparse.Namespace) -> int:
         f"questions: {n} of {len(questions)} (shuffled with seed {args.seed}), chunks of "
         f"{chunk_size}, arms rotated per chunk, concurrency {args.concurrency}, temperature 0"
     )
+    print(f"system message: {args.system!r}")
     async with openai.AsyncOpenAI(
         base_url=args.url, api_key="sk-no-key", max_retries=0, timeout=600
     ) as client:
+        target = Target(client, gate, args.model, args.system)
         for c, start in enumerate(range(0, n, chunk_size)):
             chunk = sample[start : start + chunk_size]
             order = arms[c % len(arms) :] + arms[: c % len(arms)]
             for kind, k in order:
-                answers, seconds = await run_arm(client, gate, args.model, kind, k, chunk)
+                answers, raws, seconds = await run_arm(target, kind, k, chunk)
                 tally = tallies[kind, k]
                 tally.seconds += seconds
+                if len(tally.raw) < args.raw:
+                    tally.raw.append(raws[0])
                 for q, answer in zip(chunk, answers, strict=True):
                     tally.asked += 1
                     tally.parsed += answer is not None
@@ -271,6 +290,11 @@ async def main_async(args: argparse.Namespace) -> int:
             print(f"{kind} k={k}:")
             for line in t.examples:
                 print(f"  {line}")
+    if args.raw:
+        print()
+        for (kind, k), t in tallies.items():
+            for reply in t.raw:
+                print(f"{kind} k={k}, first reply of a chunk: {reply[:400]!r}")
     return 0
 
 
@@ -283,7 +307,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, help="questions to ask (0: all)")
     parser.add_argument("--seed", type=int, default=18, help="the sample's shuffle seed")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
+    parser.add_argument(
+        "--system",
+        default="You are a helpful assistant.",
+        help="system message of every request ('' for none)",
+    )
     parser.add_argument("--examples", type=int, default=0, help="replies shown per arm")
+    parser.add_argument("--raw", type=int, default=0, help="raw replies shown per arm")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error("--url (or SPLITTER_ENGINE_URL) is required")
