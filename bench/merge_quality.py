@@ -1,0 +1,324 @@
+"""Merge quality on the real engine: the labelled questions alone vs merged in groups of k.
+
+Issue 18: a merged request that *parses* is not a merged request that is *right*. This asks
+the checkable questions of ``tests/data/checkable_questions.jsonl`` (short questions with
+regex-checked answers: arithmetic, unit conversions, capitals, simple facts) three ways on
+the engine of ``bench/engine/setup.py`` (use the instruction-tuned model, the default):
+
+- **alone**: one request per question, as fan-out sends it;
+- **markers k**: k questions in one request, in splitter's own merged prompt with its nonce
+  markers (``splitter._merge.build_merged_prompt``), read back by splitter's own parser
+  (``parse_merged``), exactly as splitter sends and reads it, without the re-ask of what
+  did not parse (that is what is being measured);
+- **schema k**: k questions in one request with ``response_format={"type": "json_schema"}``
+  (llama.cpp turns it into a grammar): one item per question keyed by its number, the
+  array's length fixed, a ``maxLength`` on each answer so the JSON closes.
+
+Per arm it prints the parsed share (an answer was read back for the question), the correct
+share (the read-back answer matches the question's accept patterns; an unparsed answer is
+not correct), correct given parsed, and wall time per question. The questions are taken in
+chunks of the largest k; within each chunk every arm runs once, in an order rotated per
+chunk, so the arms share the machine's load over time (each arm sends its requests of the
+chunk at once, at most ``--concurrency`` in flight). Temperature 0, and every request of
+every arm carries the same system message (``--system``; splitter sends a caller's system
+message ahead of its merged prompt the same way): SmolLM2-135M-Instruct's own default
+system prompt derails it (see bench/engine/setup.py).
+
+Usage, with the engine started (``python bench/engine/setup.py --start``)::
+
+    python bench/merge_quality.py --url http://127.0.0.1:8080/v1 [--sample 48 --seed 18]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import time
+import unicodedata
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from splitter._merge import build_merged_prompt, parse_merged
+
+QUESTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "checkable_questions.jsonl"
+ANSWER_TOKENS = 48  # per question: these answers are a word or a sentence
+SCHEMA_ANSWER_CHARS = 120  # maxLength of one answer in the schema: the JSON must close
+_THOUSANDS = re.compile(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}(?!\d))")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkable:
+    id: str
+    question: str
+    accept: tuple[re.Pattern[str], ...]
+
+
+def load(path: Path = QUESTIONS) -> list[Checkable]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return [
+        Checkable(
+            str(row["id"]),
+            str(row["question"]),
+            tuple(re.compile(p, re.IGNORECASE) for p in row["accept"]),
+        )
+        for row in rows
+    ]
+
+
+def normalise(reply: str) -> str:
+    """NFKC, thousands separators dropped ("3,000" reads as "3000"), whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", reply)
+    text = _THOUSANDS.sub("", text)
+    return " ".join(text.split())
+
+
+def correct(reply: str | None, accept: Sequence[re.Pattern[str]]) -> bool:
+    """Strict but fair: the answer counts when any accept pattern occurs in it ("Paris" in
+    "The capital of France is Paris."); no answer, or none of them, is wrong. The patterns
+    carry their own boundaries (a 12 does not match in 120 or 12.5)."""
+    if not reply:
+        return False
+    text = normalise(reply)
+    return any(p.search(text) for p in accept)
+
+
+# -- the schema arm ---------------------------------------------------------------------------
+
+
+def schema_request(questions: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The user message and the response_format of a JSON-schema merged request."""
+    k = len(questions)
+    listed = "\n".join(f"{i}. {q.strip()}" for i, q in enumerate(questions, 1))
+    text = (
+        f"Answer each of the {k} questions below on its own, briefly. Reply in JSON: "
+        f'{{"answers": [{{"id": 1, "answer": "..."}}, ...]}}, one item per question, '
+        f"its id the question's number.\n\n{listed}"
+    )
+    item = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "enum": list(range(1, k + 1))},
+            "answer": {"type": "string", "maxLength": SCHEMA_ANSWER_CHARS},
+        },
+        "required": ["id", "answer"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"answers": {"type": "array", "items": item, "minItems": k, "maxItems": k}},
+        "required": ["answers"],
+        "additionalProperties": False,
+    }
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "answers", "strict": True, "schema": schema},
+    }
+    return text, fmt
+
+
+def parse_schema(text: str, k: int) -> dict[int, str]:
+    """Answers by question number: an id that occurs once, in range, with a non-empty
+    answer; bad JSON reads as nothing."""
+    try:
+        items = json.loads(text)["answers"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    if not isinstance(items, list):
+        return {}
+    seen: dict[int, list[str]] = {}
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("id"), int):
+            seen.setdefault(item["id"], []).append(str(item.get("answer", "")))
+    return {i: a[0] for i, a in seen.items() if 1 <= i <= k and len(a) == 1 and a[0].strip()}
+
+
+# -- running it -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Tally:
+    asked: int = 0
+    parsed: int = 0
+    right: int = 0
+    seconds: float = 0.0
+    examples: list[str] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    client: openai.AsyncOpenAI
+    gate: asyncio.Semaphore
+    model: str
+    system: str
+
+
+async def chat(
+    target: Target,
+    text: str,
+    max_tokens: int,
+    **extra: Any,
+) -> tuple[str, str | None]:
+    messages: list[dict[str, str]] = [{"role": "user", "content": text}]
+    if target.system:
+        messages.insert(0, {"role": "system", "content": target.system})
+    async with target.gate:
+        reply = await target.client.chat.completions.create(
+            model=target.model,
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=max_tokens,
+            temperature=0,
+            **extra,
+        )
+    choice = reply.choices[0]
+    return choice.message.content or "", choice.finish_reason
+
+
+async def run_arm(
+    target: Target,
+    arm: str,
+    k: int,
+    chunk: Sequence[Checkable],
+) -> tuple[list[str | None], list[str], float]:
+    """One arm on one chunk: the answer read back per question (None: not parsed), the raw
+    replies, and the wall seconds."""
+    groups = [list(chunk[i : i + k]) for i in range(0, len(chunk), k)]
+
+    raws: list[str] = []
+
+    async def one(group: list[Checkable]) -> list[str | None]:
+        texts = [q.question for q in group]
+        if arm == "alone":
+            reply, _ = await chat(target, texts[0], ANSWER_TOKENS)
+            raws.append(reply)
+            return [reply if reply.strip() else None]
+        if arm == "markers":
+            prompt = build_merged_prompt(texts)
+            reply, finish = await chat(target, prompt.text, ANSWER_TOKENS * k + 16 * k)
+            raws.append(reply)
+            parsed = parse_merged(reply, prompt, truncated=finish == "length").answers
+        else:
+            text, fmt = schema_request(texts)
+            reply, _ = await chat(target, text, ANSWER_TOKENS * k + 24 * k, response_format=fmt)
+            raws.append(reply)
+            parsed = parse_schema(reply, k)
+        return [parsed.get(i) for i in range(1, len(group) + 1)]
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one(g) for g in groups))
+    return [a for r in results for a in r], raws, time.perf_counter() - started
+
+
+def server_props(url: str) -> str:
+    root = url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/props", timeout=5) as response:
+            props = json.loads(response.read())
+    except (OSError, ValueError):
+        return "llama-server (its /props did not answer)"
+    model = Path(str(props.get("model_path", "?"))).name
+    slots = props.get("total_slots", "?")
+    build = props.get("build_info", "")
+    return f"llama-server {build}, model {model}, {slots} slots".replace("  ", " ")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    questions = load(Path(args.questions))
+    ks = sorted({int(k) for k in args.k.split(",")})
+    chunk_size = max(ks)
+    rng = random.Random(args.seed)
+    sample = list(questions)
+    rng.shuffle(sample)
+    n = args.sample or len(sample)
+    n -= n % chunk_size
+    sample = sample[:n]
+    arms = [("alone", 1)] + [("markers", k) for k in ks] + [("schema", k) for k in ks]
+    tallies = {arm: Tally() for arm in arms}
+    gate = asyncio.Semaphore(args.concurrency)
+    print(f"engine: {server_props(args.url)}")
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min)")
+    print(
+        f"questions: {n} of {len(questions)} (shuffled with seed {args.seed}), chunks of "
+        f"{chunk_size}, arms rotated per chunk, concurrency {args.concurrency}, temperature 0"
+    )
+    print(f"system message: {args.system!r}")
+    async with openai.AsyncOpenAI(
+        base_url=args.url, api_key="sk-no-key", max_retries=0, timeout=600
+    ) as client:
+        target = Target(client, gate, args.model, args.system)
+        for c, start in enumerate(range(0, n, chunk_size)):
+            chunk = sample[start : start + chunk_size]
+            order = arms[c % len(arms) :] + arms[: c % len(arms)]
+            for kind, k in order:
+                answers, raws, seconds = await run_arm(target, kind, k, chunk)
+                tally = tallies[kind, k]
+                tally.seconds += seconds
+                if len(tally.raw) < args.raw:
+                    tally.raw.append(raws[0])
+                for q, answer in zip(chunk, answers, strict=True):
+                    tally.asked += 1
+                    tally.parsed += answer is not None
+                    ok = correct(answer, q.accept)
+                    tally.right += ok
+                    if len(tally.examples) < args.examples:
+                        shown = "-" if answer is None else answer.strip().replace("\n", " ")[:70]
+                        tally.examples.append(f"{q.id} {'ok' if ok else 'no'}: {shown}")
+            print(f"  chunk {c + 1}/{n // chunk_size} done", file=sys.stderr, flush=True)
+    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min)")
+    print()
+    print(f"{'arm':<12}{'parsed':>9}{'correct':>9}{'correct|parsed':>16}{'s/question':>12}")
+    for (kind, k), t in tallies.items():
+        name = kind if kind == "alone" else f"{kind} k={k}"
+        given = f"{t.right / t.parsed:.2f}" if t.parsed else "-"
+        print(
+            f"{name:<12}{t.parsed / t.asked:>9.2f}{t.right / t.asked:>9.2f}{given:>16}"
+            f"{t.seconds / t.asked:>12.2f}"
+        )
+    if args.examples:
+        print()
+        for (kind, k), t in tallies.items():
+            print(f"{kind} k={k}:")
+            for line in t.examples:
+                print(f"  {line}")
+    if args.raw:
+        print()
+        for (kind, k), t in tallies.items():
+            for reply in t.raw:
+                print(f"{kind} k={k}, first reply of a chunk: {reply[:400]!r}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("SPLITTER_ENGINE_URL"), help="engine /v1")
+    parser.add_argument("--model", default="smollm2", help="model name sent (llama-server: any)")
+    parser.add_argument("--questions", default=str(QUESTIONS), help="the labelled JSONL")
+    parser.add_argument("--k", default="2,4,8", help="merged group sizes (default 2,4,8)")
+    parser.add_argument("--sample", type=int, default=0, help="questions to ask (0: all)")
+    parser.add_argument("--seed", type=int, default=18, help="the sample's shuffle seed")
+    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
+    parser.add_argument(
+        "--system",
+        default="You are a helpful assistant.",
+        help="system message of every request ('' for none)",
+    )
+    parser.add_argument("--examples", type=int, default=0, help="replies shown per arm")
+    parser.add_argument("--raw", type=int, default=0, help="raw replies shown per arm")
+    args = parser.parse_args(argv)
+    if not args.url:
+        parser.error("--url (or SPLITTER_ENGINE_URL) is required")
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
