@@ -348,11 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="question-count multiplier")
     parser.add_argument("--time-scale", type=float, default=0.1, help="sim time scale")
     parser.add_argument("--arms", default="", help="comma-separated subset")
+    parser.add_argument("--workloads", default="", help="comma-separated subset")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     names = args.arms.split(",") if args.arms else available_arms()
     cells: list[Cell] = []
+    chosen = args.workloads.split(",") if args.workloads else None
     for w in workloads(args.scale, args.time_scale):
+        if chosen is not None and w.name not in chosen:
+            continue
         row = {name: Cell(w.name, name) for name in names}
         cells += row.values()
         for r in range(args.rounds):
