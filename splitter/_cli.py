@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 import anyio
 import openai
 
-from . import _seed_bench
+from . import __version__, _seed_bench
 from ._checkpoint import FileRun
 from ._exceptions import InvalidInputError
 from ._map import DEFAULT_WINDOW
@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="splitter", description=__doc__)
+    version = f"splitter-llm {__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="one merged request vs fan-out on the simulator")
