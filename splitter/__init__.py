@@ -5,6 +5,8 @@ The public API lives here; everything in ``splitter._*`` is private.
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from ._checkpoint import FileRun
 from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
@@ -55,7 +57,10 @@ from ._splitter import Splitter, aask_many, ask_many
 from ._stream import AnswerStream, StreamEvent
 from ._wrap import wrap
 
-__version__ = "0.1.0.dev0"
+try:
+    __version__ = _metadata.version("splitter-llm")
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "APIConnectionError",

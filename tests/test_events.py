@@ -349,12 +349,12 @@ async def test_progress_true_draws_on_stderr_and_closes(capfd: pytest.CaptureFix
 
 
 async def test_progress_without_tqdm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With tqdm missing, progress=True raises ImportError naming splitter[progress], and
+    """With tqdm missing, progress=True raises ImportError naming splitter-llm[progress], and
     sends nothing."""
     monkeypatch.setitem(sys.modules, "tqdm", None)  # what an absent package looks like
     service = SimService("instant")
     async with open_sim_client(service) as client:
-        with pytest.raises(ImportError, match=r"pip install 'splitter\[progress\]'"):
+        with pytest.raises(ImportError, match=r"pip install 'splitter-llm\[progress\]'"):
             await Splitter(client).aask_many(["a"], model="m", progress=True)
     with pytest.raises(ImportError, match="progress"):
         Progress()

@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from .._map import DEFAULT_WINDOW
 from .._policy import Limits, Policy
 from .._splitter import Splitter
@@ -28,6 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="splitter", description=__doc__)
+    version = f"splitter-llm {__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="one merged request vs fan-out on the simulator")

@@ -39,7 +39,8 @@ def serve(service: SimService, *, host: str = "127.0.0.1", port: int = 0) -> Ite
     try:
         import uvicorn  # an optional extra, so imported only when serving
     except ImportError as exc:  # pragma: no cover - uvicorn is in the dev extras
-        raise RuntimeError("splitter.sim.serve needs uvicorn: pip install 'splitter[sim]'") from exc
+        msg = "splitter.sim.serve needs uvicorn: pip install 'splitter-llm[sim]'"
+        raise RuntimeError(msg) from exc
     # Binding here, not in uvicorn, tells us the port before the server starts.
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
