@@ -11,6 +11,7 @@ from openai.types.responses import Response
 
 import splitter
 from splitter import CompoundAnswer, Policy
+from splitter._wrap import _route
 from splitter.sim import SimService, answer_tag
 
 pytestmark = pytest.mark.anyio
@@ -113,6 +114,48 @@ async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, objec
         )
     assert not hasattr(completion, DETAILS)
     assert len(service.log) == 1
+
+
+_UNSET = {"NOT_GIVEN": openai.NOT_GIVEN, "omit": openai.omit, "None": None, "empty": []}
+
+
+@pytest.mark.parametrize("unset", list(_UNSET), ids=list(_UNSET))
+@pytest.mark.parametrize(
+    "parameter",
+    sorted(_route._KEEP_WHOLE | {"stream_options", "n"}),
+)
+async def test_a_parameter_passed_as_unset_does_not_keep_a_prompt_whole(
+    parameter: str, unset: str
+) -> None:
+    """pydantic-ai and openai-agents pass every parameter, the unset ones as openai's
+    sentinels, None or []: the prompt must still split, as if they were left out."""
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        completion = await splitter.wrap(plain).chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": COMPOUND}],
+            **{parameter: _UNSET[unset]},  # type: ignore[arg-type]
+        )
+    assert isinstance(getattr(completion, DETAILS), CompoundAnswer)
+    assert len(service.log) == 2
+
+
+async def test_a_responses_request_with_unset_parameters_is_split() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        response = await splitter.wrap(plain).responses.create(
+            model="m",
+            input=COMPOUND,
+            tools=openai.omit,
+            include=[],
+            instructions=None,
+            stream=False,
+            reasoning=openai.NOT_GIVEN,
+        )
+    assert isinstance(response, Response)
+    assert len(service.log) == 2
+    assert "1. " in response.output_text
+    assert "2. " in response.output_text
 
 
 async def test_n_above_one_goes_to_the_service_as_it_is() -> None:
@@ -333,3 +376,37 @@ async def test_an_azure_client_is_wrapped_and_split() -> None:
 def test_wrap_refuses_what_is_not_an_openai_client() -> None:
     with pytest.raises(TypeError, match=r"openai\.OpenAI or openai\.AsyncOpenAI"):
         splitter.wrap(object())  # type: ignore[type-var]
+
+
+async def test_a_failed_part_is_not_reported_as_cut_at_its_token_cap() -> None:
+    """A part that failed (here insufficient_quota) says so in its text and details; the
+    completion's finish_reason is not "length", the Response not "max_output_tokens"."""
+    from splitter.sim import Faults
+
+    service = SimService("instant", faults=Faults(rate_quota=1.0))
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}]
+        )
+        response = await client.responses.create(model="m", input=COMPOUND)
+    details = getattr(completion, DETAILS)
+    assert not details.ok
+    assert completion.choices[0].finish_reason == "stop"
+    assert "[no answer" in (completion.choices[0].message.content or "")
+    assert response.status == "incomplete"
+    assert response.incomplete_details is None
+
+
+async def test_a_part_cut_at_its_token_cap_is_reported_as_length() -> None:
+    service = SimService("instant", default_answer_tokens=50)
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}], max_tokens=3
+        )
+        response = await client.responses.create(model="m", input=COMPOUND, max_output_tokens=3)
+    assert completion.choices[0].finish_reason == "length"
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"

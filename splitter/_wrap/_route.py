@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
+
 from .._policy import Policy
+
+# How frameworks say "not set": pydantic-ai and openai-agents pass every parameter, the
+# unset ones as openai's sentinels (``NOT_GIVEN``, ``omit``), ``None`` or an empty list
+# (``tools=[]``, ``include=[]``). Read as present, any of them kept every prompt whole.
+_SENTINELS: tuple[type, ...] = tuple(
+    kind for kind in (getattr(openai, "NotGiven", None), getattr(openai, "Omit", None)) if kind
+)
 
 #: The attribute of a split request's ``ChatCompletion`` holding splitter's ``CompoundAnswer``.
 # Requests with any of these are answered as one: splitting would change what they mean.
@@ -24,8 +33,22 @@ _KEEP_WHOLE = frozenset(
 )
 
 
+def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a request really sets: openai's "not given" sentinels, ``None``,
+    empty containers and ``stream=False`` (the default) are dropped."""
+    return {
+        key: value
+        for key, value in kwargs.items()
+        if value is not None
+        and not isinstance(value, _SENTINELS)
+        and not (isinstance(value, list | tuple | dict | set | frozenset) and not value)
+        and not (key == "stream" and value is False)
+    }
+
+
 def _compound(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]] | None:
     """(prompt, system, params) when the request may be split; None to pass it through."""
+    kwargs = _given(kwargs)
     if _KEEP_WHOLE & kwargs.keys() or kwargs.get("n") not in (None, 1):
         return None
     messages, model = kwargs.get("messages"), kwargs.get("model")
@@ -57,6 +80,7 @@ _RESPONSES_SPLITTABLE = frozenset({"model", "input", "instructions", "temperatur
 
 def _compound_response(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]] | None:
     """(prompt, instructions, chat params) when a ``responses.create`` may be split."""
+    kwargs = _given(kwargs)
     if not kwargs.keys() <= _RESPONSES_SPLITTABLE | {"max_output_tokens"}:
         return None
     if not isinstance(kwargs.get("model"), str):
