@@ -143,6 +143,14 @@ class Executor:
         run = _Run(self, questions, spec, plan, on_answer, where, events)
         try:
             return await self._run(run, questions, plan, relay, where, started)
+        except BaseExceptionGroup as group:
+            # A programming error (a misspelt keyword, a value of the wrong type) fails
+            # every request the same way before any is sent: the caller sees it as itself,
+            # not as "unhandled errors in a TaskGroup".
+            sole = _sole(group)
+            if sole is None:
+                raise
+            raise sole from None
         finally:
             self._endpoint.release(run.claim)
 
@@ -185,6 +193,21 @@ class Executor:
             predicted_wall_time=plan.predicted_latency,
         )
         return BatchResult(answers, stats, plan)
+
+
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one error a task group's failures all are (same type, same message), if so."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(error.exceptions)
+        else:
+            leaves.append(error)
+    first = leaves[0]
+    same = all(type(e) is type(first) and str(e) == str(first) for e in leaves)
+    return first if same else None
 
 
 class _Run:

@@ -864,6 +864,10 @@ def normalize_questions(
     """Check and convert the caller's items; errors name the item's index."""
     if isinstance(questions, str | bytes):
         raise InvalidInputError("questions must be a list of questions, not a single string")
+    if not isinstance(questions, Iterable):
+        raise InvalidInputError(
+            f"questions must be a list of questions, not {type(questions).__name__}"
+        )
     items = [_to_question(i, item) for i, item in enumerate(questions)]
     seen: dict[str, int] = {}
     for i, q in enumerate(items):

@@ -107,3 +107,26 @@ async def test_unsendable_text_outside_the_questions_is_refused(call: str, match
         with pytest.raises(InvalidInputError, match=match):
             await ask
     assert service.log == []
+
+
+@pytest.mark.parametrize("questions", [None, 42], ids=["None", "int"])
+async def test_questions_that_are_not_a_list_are_refused_by_name(questions: object) -> None:
+    service = SimService("instant")
+    async with open_sim_client(service) as client:
+        with pytest.raises(InvalidInputError, match="questions must be a list of questions, not"):
+            await Splitter(client).aask_many(questions, model="m")  # type: ignore[arg-type]
+    assert service.log == []
+
+
+@pytest.mark.parametrize("strategy", ["fanout", "merge"])
+async def test_a_misspelt_keyword_reaches_the_caller_as_itself(strategy: str) -> None:
+    """Every request fails the same way before it is sent: the caller gets that TypeError,
+    naming the keyword, not an ExceptionGroup from splitter's task group."""
+    service = SimService("instant")
+    policy = Policy(strategy=strategy)  # type: ignore[arg-type]
+    async with open_sim_client(service) as client:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'temprature'"):
+            await Splitter(client, policy=policy).aask_many(
+                ["What is 1+1?", "What is 2+2?", "What is 3+3?"], model="m", temprature=0
+            )
+    assert service.log == []
