@@ -10,7 +10,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 
 import splitter
-from splitter import CompoundAnswer, Policy
+from splitter import CompoundAnswer, InvalidInputError, Policy
 from splitter._wrap import _route
 from splitter.sim import SimService, answer_tag
 
@@ -410,3 +410,25 @@ async def test_a_part_cut_at_its_token_cap_is_reported_as_length() -> None:
     assert response.status == "incomplete"
     assert response.incomplete_details is not None
     assert response.incomplete_details.reason == "max_output_tokens"
+
+
+async def test_wrap_on_event_sees_every_split_requests_batch_also_through_clones() -> None:
+    seen: list[splitter.Event] = []
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"), on_event=seen.append)
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}]
+        )
+        clone = client.with_options(timeout=30)
+        await clone.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}]
+        )
+    finished = [e for e in seen if isinstance(e, splitter.RequestFinished)]
+    assert len(finished) == len(service.log) == 4
+    assert sum(isinstance(e, splitter.BatchFinished) for e in seen) == 2
+
+
+def test_wrap_refuses_an_on_event_that_is_not_callable() -> None:
+    with pytest.raises(InvalidInputError, match="on_event must be callable"):
+        splitter.wrap(openai.OpenAI(api_key="sk-x", base_url="http://127.0.0.1:9/v1"), on_event=3)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import openai
 
+from .._events import EventHook, check_hook
 from .._policy import Policy
 from ._openai_class import _splitting_class
 from ._owner import _unwrapped_class
@@ -31,18 +32,23 @@ from ._owner import _unwrapped_class
 ClientT = TypeVar("ClientT", openai.OpenAI, openai.AsyncOpenAI)
 
 
-def wrap(client: ClientT, *, policy: Policy | None = None) -> ClientT:
+def wrap(
+    client: ClientT, *, policy: Policy | None = None, on_event: EventHook | None = None
+) -> ClientT:
     """``client`` with compound prompts split, planned and run by splitter.
 
     Works for ``openai.OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI`` and ``AsyncAzureOpenAI``;
     the result is an instance of the same class, sharing the client's HTTP connections.
+    ``on_event`` is called with every event of every split request's batch (as
+    ``Splitter(on_event=...)``); clones made by ``with_options``/``copy`` keep it.
     """
     if not isinstance(client, openai.OpenAI | openai.AsyncOpenAI):
         raise TypeError(
             f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI client, "
             f"not {type(client).__name__}"
         )
+    hook = check_hook(on_event)
     base = _unwrapped_class(type(client))
     wrapped = client.copy()
-    wrapped.__class__ = _splitting_class(base, policy if policy is not None else Policy())
+    wrapped.__class__ = _splitting_class(base, policy if policy is not None else Policy(), hook)
     return wrapped

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 
+from .._events import EventHook
 from .._policy import Policy
 from .._sync import run_sync
 from . import _gate as gate
@@ -21,10 +22,13 @@ from ._resources import (
 )
 
 
-def _splitting_class(base: type[Any], policy: Policy) -> type[Any]:
+def _splitting_class(
+    base: type[Any], policy: Policy, on_event: EventHook | None = None
+) -> type[Any]:
     """A subclass of ``base`` whose ``chat`` and ``responses`` split and whose every other
     request passes the gate (budget, retries); ``policy`` rides on the class so that
-    ``with_options``/``copy`` (which build ``self.__class__(...)``) keep splitting."""
+    ``with_options``/``copy`` (which build ``self.__class__(...)``) keep splitting, and so
+    does ``on_event``, the hook of the wrapped client's Splitter."""
     is_async = issubclass(base, openai.AsyncOpenAI)
     chat_cls = _AsyncSplittingChat if is_async else _SplittingChat
     responses_cls = _AsyncSplittingResponses if is_async else _SplittingResponses
@@ -75,6 +79,7 @@ def _splitting_class(base: type[Any], policy: Policy) -> type[Any]:
 
     namespace = {
         "_splitter_policy": policy,
+        "_splitter_on_event": staticmethod(on_event) if on_event is not None else None,
         "chat": functools.cached_property(chat),
         "responses": functools.cached_property(responses),
         "request": async_request if is_async else sync_request,

@@ -20,6 +20,10 @@ def _splitter_for(client: Any) -> Splitter:
     if found is None:
         plain = client.copy()
         plain.__class__ = _unwrapped_class(type(client))
-        found = Splitter(plain, policy=type(client)._splitter_policy)
+        found = Splitter(
+            plain,
+            policy=type(client)._splitter_policy,
+            on_event=getattr(type(client), "_splitter_on_event", None),
+        )
         client.__dict__["_splitter_instance"] = found
     return cast(Splitter, found)
