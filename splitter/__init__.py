@@ -52,7 +52,7 @@ from ._policy import (
 )
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
-from ._service_model import ServiceModel, ServicePrior
+from ._service_model import Observation, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
 from ._stream import AnswerStream, StreamEvent
 from ._wrap import wrap
@@ -90,6 +90,7 @@ __all__ = [
     "Limits",
     "MappedAnswers",
     "MergePolicy",
+    "Observation",
     "Part",
     "PartialFailure",
     "Plan",
