@@ -108,7 +108,8 @@ def _print_report(
     rtt = "n/a" if p["rtt"] is None else f"{p['rtt']:.3f}"
     auto_of_limit = summary["auto_of_limit"]
     print(
-        f"physical limit: RTT {rtt} + TTFT {p['ttft']:.3f} + {t} x TPOT({n}) "
+        f"physical limit: RTT {rtt} + TTFT {p['ttft']:.3f} + "
+        f"{summary.get('limit_tokens', t)} x TPOT({n}) "
         f"{p['tpot_n'] * 1000:.1f} ms = {summary['limit']:.2f}; auto / limit = "
         + ("n/a" if auto_of_limit is None else f"{auto_of_limit:.2f}")
     )

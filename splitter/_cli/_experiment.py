@@ -193,13 +193,17 @@ def summarize(
     speedups = {arm: medians["merged"] / medians[arm] for arm in ARMS}
     best = max(("merged", "fan-out"), key=lambda arm: speedups[arm])
     estimate = auto.service_model(s.model).estimate()
-    limit = probe_.limit(s.tokens) / scale
+    # The answers measured, not the requested length: an endpoint whose answers end before
+    # max_tokens would otherwise get a limit several times too high (auto / limit 0.34).
+    tokens = probe_.answer_tokens or s.tokens
+    limit = probe_.limit(tokens) / scale
     return {
         "medians": medians,
         "speedups": speedups,
         "best_fixed": best,
         "auto_of_best": speedups["auto"] / speedups[best],
         "limit": limit,
+        "limit_tokens": tokens,
         "auto_of_limit": medians["auto"] / limit if limit > 0 else None,
         "probe": {
             "rtt": None if probe_.rtt is None else probe_.round_trip / scale,

@@ -166,6 +166,13 @@ class Probe:
         values = [t.tpot for t in self.together if t.tpot is not None]
         return statistics.median(values) if values else 0.0
 
+    @property
+    def answer_tokens(self) -> int | None:
+        """The longest answer the concurrent streams really held (None: none measured).
+        An endpoint whose answers stop before ``max_tokens`` is bound by these, not the cap."""
+        held = [t.tokens for t in self.together if t.tokens > 0]
+        return max(held) if held else None
+
     def limit(self, tokens: int) -> float:
         """RTT + TTFT + T x TPOT(N): one answer of T tokens decoded beside N - 1 others."""
         return self.first_token + tokens * self.tpot_n
