@@ -108,9 +108,15 @@ def subprocess_server(profile: str = MODEL, time_scale: float = 1.0) -> Iterator
 
     Its own process: a server thread in the measuring process would compete with the client
     for the GIL, adding milliseconds to whatever is being timed."""
+    with sim_process(["--profile", profile, "--time-scale", str(time_scale)]) as base_url:
+        yield base_url
+
+
+@contextlib.contextmanager
+def sim_process(args: list[str]) -> Iterator[str]:
+    """``python -m splitter.sim ARGS`` on a free port, in its own process; yield its /v1 URL."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "splitter.sim", "--profile", profile, "--port", str(port)]
-    cmd += ["--time-scale", str(time_scale)]
+    cmd = [sys.executable, "-m", "splitter.sim", "--port", str(port), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:

@@ -53,7 +53,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from overhead import _free_port, _wait_ready
+from overhead import sim_process
 
 from splitter import Limits, Policy, Splitter
 from splitter._compat import http_module
@@ -295,22 +295,8 @@ def workloads(scale: float, time_scale: float) -> list[Workload]:
 
 @contextlib.contextmanager
 def sim(args: list[str]) -> Iterator[str]:
-    import subprocess
-
-    port = _free_port()
-    cmd = [sys.executable, "-m", "splitter.sim", "--port", str(port), "--seed", "1", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_ready(url, proc)
+    with sim_process(["--seed", "1", *args]) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def score(w: Workload, answers: Answers) -> tuple[int, int]:
