@@ -10,7 +10,7 @@ keyword), plans and runs it. Compound prompts are taken apart and put back toget
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterable, Generator, Iterable
 from typing import Any
 
 import openai
@@ -27,7 +27,7 @@ from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer
 from ._service_model import ServiceModel
 from ._session import Session
-from ._stream import AnswerStream, StreamEvent
+from ._stream import AnswerStream, SyncAnswerStream
 from ._sync import call_sync, iterate_sync
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
@@ -203,10 +203,11 @@ class Splitter:
         model: str | None = None,
         system: str | None = None,
         **params: Any,
-    ) -> Iterator[StreamEvent]:
-        """The sync twin of :meth:`astream`: an iterator of events (the questions run on an
-        event loop in a helper thread; stopping early cancels what is still running)."""
-        return iterate_sync(self._session.stream(questions, model, system, params, ordered))
+    ) -> SyncAnswerStream:
+        """The sync twin of :meth:`astream`: an iterator of the same events, with ``result``
+        at its end (the questions run on an event loop in a helper thread; ``close()``
+        stops early and cancels what is still running)."""
+        return SyncAnswerStream(self._session.stream(questions, model, system, params, ordered))
 
     def amap(
         self,
