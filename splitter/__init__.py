@@ -54,7 +54,7 @@ from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import Observation, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
-from ._stream import AnswerStream, StreamEvent
+from ._stream import AnswerStream, StreamEvent, SyncAnswerStream
 from ._wrap import wrap
 
 try:
@@ -114,6 +114,7 @@ __all__ = [
     "SplitterError",
     "StreamEvent",
     "StreamInterruptedError",
+    "SyncAnswerStream",
     "Usage",
     "Weighted",
     "__version__",
