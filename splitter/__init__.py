@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from ._cache import Cache
 from ._checkpoint import FileRun
 from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
@@ -76,6 +77,7 @@ __all__ = [
     "BatchResult",
     "BatchStarted",
     "BudgetError",
+    "Cache",
     "Candidate",
     "CompoundAnswer",
     "DeadlineExceededError",

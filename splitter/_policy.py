@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._cache import Cache
 from ._service_model import ServicePrior
 
 __all__ = [
@@ -224,4 +225,10 @@ class Policy(_Config):
         description="Splitter.aask_one: calls sharing an isolation_key (and model, system and "
         "keywords) that arrive within this many milliseconds of the first are planned as one "
         "batch, so a tight budget can merge them; None: every call is asked alone.",
+    )
+    cache: Cache | None = Field(
+        None,
+        description="Keep whole answers and give them again to the same question (same "
+        "model, messages, answer-shaping keywords, endpoint and isolation_key); identical "
+        "questions of one batch are then sent once. None: no cache.",
     )

@@ -16,6 +16,7 @@ class RequestSpec:
     model: str
     system: str | None
     params: dict[str, Any]
+    isolation_key: str | None = None  # whose answers these are: a cache never crosses it
 
     def messages(self, user: str) -> list[dict[str, Any]]:
         head = [{"role": "system", "content": self.system}] if self.system else []

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import openai
 
+from ._cache import store_for
+from ._cache_run import run_cached
 from ._dag import Graph
 from ._endpoint import Endpoint, endpoint_for
 from ._estimate import plan_items, preamble_tokens
@@ -98,11 +100,37 @@ class Runner:
             endpoint, executor = self._executor(client, spec.model)
             to_relay = _answers_to(relay, events)
             live = relay is not None and relay.ordered
-            if not any(deps):
+            cache = self.policy.cache
+            if not any(deps) and cache is None:
                 plan = self.plan(items, spec, endpoint, first_alone=live)
                 events.planned(plan, 0)
                 return await executor.run(
                     items, plan, spec, on_answer=to_relay, relay=relay, events=events
+                )
+            if not any(deps) and cache is not None:
+
+                async def send(
+                    wave: list[Question], positions: list[int], on_answer: Callable[[Answer], None]
+                ) -> BatchResult:
+                    plan = self.plan(wave, spec, endpoint, first_alone=live)
+                    events.planned(plan, 0, positions)
+                    return await executor.run(
+                        wave,
+                        plan,
+                        spec,
+                        on_answer=on_answer,
+                        relay=relay,
+                        positions=positions,
+                        events=events,
+                    )
+
+                return await run_cached(
+                    items,
+                    spec,
+                    store=store_for(cache),
+                    base_url=_base_url(client),
+                    run=send,
+                    on_answer=to_relay,
                 )
 
             def plan_wave(wave: list[Question]) -> Plan:
@@ -155,16 +183,33 @@ class Runner:
                 positions = range(start, start + len(items))
                 events = Emitter((self.settings.on_event, hook, bar))
                 events.started(len(items), spec.model)
-                plan = self.plan(items, spec, endpoint)
-                events.planned(plan, 0, positions)
 
                 def arrive(answer: Answer) -> None:
                     on_answer(answer)
                     events.answer(answer, positions[answer.index])
 
-                result = await executor.run(
-                    items, plan, spec, on_answer=arrive, positions=positions, events=events
-                )
+                async def send(
+                    wave: list[Question], sent: list[int], told: Callable[[Answer], None]
+                ) -> BatchResult:
+                    plan = self.plan(wave, spec, endpoint)
+                    where = [positions[i] for i in sent]
+                    events.planned(plan, 0, where)
+                    return await executor.run(
+                        wave, plan, spec, on_answer=told, positions=where, events=events
+                    )
+
+                cache = self.policy.cache
+                if cache is None:
+                    result = await send(items, list(range(len(items))), arrive)
+                else:
+                    result = await run_cached(
+                        items,
+                        spec,
+                        store=store_for(cache),
+                        base_url=_base_url(client),
+                        run=send,
+                        on_answer=arrive,
+                    )
                 events.finished(result, positions)
                 return result
 

@@ -66,10 +66,17 @@ class Session:
     def model(self, model: str | None) -> str:
         return choose_model(model, self.settings.model)
 
-    def spec(self, model: str, system: str | None, params: dict[str, Any]) -> RequestSpec:
+    def spec(
+        self,
+        model: str,
+        system: str | None,
+        params: dict[str, Any],
+        isolation_key: str | None = None,
+    ) -> RequestSpec:
         """What every request of a call is sent with, checked."""
         check_sendable(system, "system")
-        return RequestSpec(model, system, check_params(params, self.policy))
+        check_isolation_key(isolation_key)
+        return RequestSpec(model, system, check_params(params, self.policy), isolation_key)
 
     async def ask_many(
         self,
@@ -79,12 +86,13 @@ class Session:
         params: dict[str, Any],
         hooks: tuple[object, object],
         raise_on_error: bool = False,
+        isolation_key: str | None = None,
     ) -> BatchResult:
         """``Splitter.aask_many``; ``hooks`` are the call's ``on_event`` and ``progress``."""
         model = self.model(model)
         items = normalize_questions(questions, policy=self.policy, model=model)
         deps = build_graph(items)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, isolation_key)
         on_event, progress = hooks
         hook = check_hook(on_event)
         bar = progress_bar(progress)
@@ -176,12 +184,17 @@ class Session:
         """``Splitter.aask_one``: alone, or in the batch of concurrent calls it may join."""
         joined = self.joining(question, isolation_key, model, system, params)
         if joined is None:
-            alone = await self.ask_many([question], model, system, params, _NO_HOOKS, False)
+            alone = await self.ask_many(
+                [question], model, system, params, _NO_HOOKS, False, isolation_key
+            )
             return alone[0]
         item, key, window = joined
 
         async def run(batch: list[Question]) -> BatchResult:
-            return await self.ask_many(batch, key.model, system, dict(params), _NO_HOOKS, False)
+            ask = self.ask_many
+            return await ask(
+                batch, key.model, system, dict(params), _NO_HOOKS, False, key.isolation_key
+            )
 
         return await self.aggregator().aanswer(item, key, window, run)
 
@@ -197,12 +210,12 @@ class Session:
         ones); the first caller's thread waits the window and asks the batch."""
         joined = self.joining(question, isolation_key, model, system, params)
         if joined is None:
-            return call_sync(self.ask_one, question, None, model, system, params)
+            return call_sync(self.ask_one, question, isolation_key, model, system, params)
         item, key, window = joined
 
         def run(batch: list[Question]) -> BatchResult:
-            ask = self.ask_many
-            return call_sync(ask, batch, key.model, system, dict(params), _NO_HOOKS, False)
+            ask, iso = self.ask_many, key.isolation_key
+            return call_sync(ask, batch, key.model, system, dict(params), _NO_HOOKS, False, iso)
 
         return self.aggregator().answer(item, key, window, run)
 

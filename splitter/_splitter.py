@@ -41,9 +41,8 @@ class Splitter:
     worker threads). Without one, an ``AsyncOpenAI`` is built from the ``OPENAI_*``
     environment variables. Its own retries are switched off: splitter's retry layer decides.
 
-    ``on_event`` is called with every event of every batch this Splitter runs (its
-    ``aask_many``, ``aask``, ``aask_one`` and ``astream`` calls): a plain function for your
-    own telemetry; what it raises is logged and never touches an answer (docs/events.md).
+    ``on_event`` is called with every event of every batch this Splitter runs: a plain
+    function for your telemetry; what it raises is logged, never touches an answer (events.md).
     """
 
     def __init__(
@@ -74,6 +73,7 @@ class Splitter:
         raise_on_error: bool = False,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
+        isolation_key: str | None = None,
         **params: Any,
     ) -> BatchResult:
         """Answer every question; answers come back in input order.
@@ -81,12 +81,11 @@ class Splitter:
         Extra keywords (``temperature``, ``max_tokens``, ``extra_body``, ...) go to every
         request as ``chat.completions.create`` takes them. ``on_event`` sees this call's
         events (after the Splitter's own hook); ``progress=True`` shows a progress bar on
-        stderr for this call (needs the ``progress`` extra), or pass a :class:`Progress`
-        to follow several calls on one bar.
+        stderr (``progress`` extra), or pass a :class:`Progress` to share one bar between
+        calls. ``isolation_key``: cached answers (``Policy.cache``) never cross keys.
         """
-        return await self._session.ask_many(
-            questions, model, system, params, (on_event, progress), raise_on_error
-        )
+        ask, hooks = self._session.ask_many, (on_event, progress)
+        return await ask(questions, model, system, params, hooks, raise_on_error, isolation_key)
 
     def ask_many(
         self,
@@ -97,13 +96,16 @@ class Splitter:
         raise_on_error: bool = False,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
+        isolation_key: str | None = None,
         **params: Any,
     ) -> BatchResult:
         """The sync twin of :meth:`aask_many`; also works inside a running event loop
         (``on_event`` is then called on the helper thread that runs the batch)."""
         questions = list(questions) if not isinstance(questions, str) else questions
         ask, hooks = self._session.ask_many, (on_event, progress)
-        return call_sync(ask, questions, model, system, params, hooks, raise_on_error)
+        return call_sync(
+            ask, questions, model, system, params, hooks, raise_on_error, isolation_key
+        )
 
     async def aask(
         self,
@@ -318,9 +320,8 @@ class Splitter:
     ) -> Plan:
         """How :meth:`aask_many` would send these questions now, every option priced.
 
-        Pure: no request is sent. ``plan(...).explain()`` renders it as a table. With
-        dependencies, only the questions that can be sent at once are planned (the rest wait
-        for answers); the plan's indexes are still positions in ``questions``.
+        Pure: no request is sent; ``plan(...).explain()`` renders it as a table. With
+        dependencies, only the questions ready at once are planned (indexes stay positions).
         """
         return self._session.plan_of(questions, model, system, params)
 
