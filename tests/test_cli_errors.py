@@ -168,6 +168,25 @@ def test_each_failure_is_one_line_and_its_status(
         assert len(lines) == 1
 
 
+def test_the_simulator_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
+    """`python -m splitter.sim --port P` while P is taken: one line naming it, status 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "splitter.sim", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"python -m splitter.sim: error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
+
+
 def test_a_closed_stdout_ends_quietly_with_141(tmp_path: Path) -> None:
     """`splitter plan ... | head -0`: the reader is gone before anything is printed; no
     BrokenPipeError traceback, no message, status 141 as a shell reports SIGPIPE."""
