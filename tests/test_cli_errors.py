@@ -12,12 +12,14 @@ import socket
 import subprocess
 import sys
 import time
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
 from splitter._cli import main
 from splitter._cli._main import EXIT_STATUS
+from splitter._cli._run import resume_command
 from splitter.sim import SimService, answer_tag, serve
 
 SPLITTER = [sys.executable, "-m", "splitter"]
@@ -311,3 +313,23 @@ def test_ctrl_c_during_run_says_what_is_written_and_how_to_resume(tmp_path: Path
         assert isinstance(record["id"], int)
         assert isinstance(record["answer"], str)
         assert record["answer"].startswith(answer_tag(questions[record["id"]]))
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        pytest.param(
+            ["run", "q s.jsonl", "--api-key", "sk-secret", "--out", "a.jsonl"],
+            "splitter run 'q s.jsonl' --api-key \"$OPENAI_API_KEY\" --out a.jsonl",
+            id="separate",
+        ),
+        pytest.param(
+            ["run", "q.jsonl", "--api-key=sk-secret", "--out", "a.jsonl"],
+            'splitter run q.jsonl --api-key="$OPENAI_API_KEY" --out a.jsonl',
+            id="joined",
+        ),
+    ],
+)
+def test_the_resume_command_never_shows_a_typed_key(argv: list[str], shown: str) -> None:
+    """A key typed on the command line is replaced by the variable a shell expands."""
+    assert resume_command(Namespace(prog=["splitter"], argv=argv)) == shown
