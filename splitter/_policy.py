@@ -114,7 +114,10 @@ class RetryPolicy(_Config):
     """The one retry layer: jittered exponential backoff that honours the service's retry-after.
 
     Retried: 408, 409, 429 (but not ``insufficient_quota``), 5xx, connection errors, timeouts
-    and 2xx bodies without an answer. Never retried: any other 4xx.
+    and 2xx bodies without an answer. Never retried: any other 4xx. Connection errors
+    (refused, unknown host, no connection within the connect timeout) are retried only once
+    the endpoint has answered: from a base URL that has never answered, the first one fails
+    the batch at once with an ``APIConnectionError`` naming the URL.
     """
 
     # 7: with a share p of attempts failing independently, p**attempts go unanswered;
