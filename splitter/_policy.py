@@ -229,6 +229,12 @@ class Policy(_Config):
         "keywords) that arrive within this many milliseconds of the first are planned as one "
         "batch, so a tight budget can merge them; None: every call is asked alone.",
     )
+    api: Literal["chat", "responses"] = Field(
+        "chat",
+        description="Which API each request goes to: chat completions, or the Responses API "
+        "(client.responses.create; max_tokens is sent as max_output_tokens, a leading system "
+        "prompt as instructions, response_format as text.format).",
+    )
     cache: Cache | None = Field(
         None,
         description="Keep whole answers and give them again to the same question (same "

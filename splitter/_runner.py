@@ -221,7 +221,8 @@ class Runner:
 
     def _executor(self, client: Client, model: str) -> tuple[Endpoint, Executor]:
         endpoint = self.endpoint(client, model)
-        backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
+        policy = self.policy
+        backend = OpenAIBackend(client, max_threads=policy.limits.max_concurrency, api=policy.api)
         return endpoint, Executor(backend, self.policy, endpoint)
 
     @asynccontextmanager
