@@ -365,7 +365,7 @@ class SlotLoop:
                 del self.active[index]
 
 
-def self_test(backend: Any, timeout: float = 300.0) -> None:
+def self_test(backend: Any, timeout: float = 90.0) -> None:
     """Two concurrent requests of 4 ids each, or the backend is not usable."""
 
     async def one(n: int) -> int:
