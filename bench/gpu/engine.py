@@ -135,7 +135,7 @@ class HFContinuousBatching:
 
     name = "hf-cb"
 
-    def __init__(self, model: Any, tiny: bool) -> None:
+    def __init__(self, model: Any, tiny: bool, graphs: bool = False) -> None:
         from transformers import ContinuousBatchingConfig, GenerationConfig
 
         self.model = model
@@ -144,8 +144,14 @@ class HFContinuousBatching:
         )
         # On the CPU the cache cannot be sized from free GPU memory: give it a size.
         sized: dict[str, Any] = dict(num_blocks=512, block_size=32, max_batch_tokens=512)
+        # graphs: CUDA graphs asked for although SDPA needs an attention mask (transformers
+        # then leaves them off by default).
+        asked: dict[str, Any] = dict(use_cuda_graph=True) if graphs else {}
         self.cb_config = ContinuousBatchingConfig(
-            max_memory_percent=0.5, allow_block_sharing=False, **(sized if tiny else {})
+            max_memory_percent=0.5,
+            allow_block_sharing=False,
+            **(sized if tiny else {}),
+            **asked,
         )
         self.manager: Any = None
         self.details: dict[str, Any] = {}
@@ -293,12 +299,17 @@ class SlotLoop:
             if slot.made < slot.n:
                 self.active[index] = slot
 
-    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Rotary embedding of ``x`` [B, heads, T, d] at positions ``pos`` [B, T]."""
+    def _angles(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [B, 1, T, d] of the rotary embedding at positions ``pos`` [B, T]."""
         freqs = pos[..., None].float() * self.inv_freq  # [B, T, d/2]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos = (emb.cos() * self.rope_scale).to(x.dtype)[:, None]
-        sin = (emb.sin() * self.rope_scale).to(x.dtype)[:, None]
+        dtype = self.k_cache.dtype
+        cos = (emb.cos() * self.rope_scale).to(dtype)[:, None]
+        return cos, (emb.sin() * self.rope_scale).to(dtype)[:, None]
+
+    @staticmethod
+    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotary embedding of ``x`` [B, heads, T, d]."""
         half = x.shape[-1] // 2
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
@@ -313,13 +324,14 @@ class SlotLoop:
         """``x`` [B, T, H] through every layer; keys and values written at (slot, pos)."""
         b, t, _ = x.shape
         span = mask.shape[-1]
+        cos, sin = self._angles(pos)
         for li, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             h = self._norm(x, layer.input_layernorm.weight)
             q = attn.q_proj(h).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
             k = attn.k_proj(h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
             v = attn.v_proj(h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-            q, k = self._rope(q, pos), self._rope(k, pos)
+            q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
             rows = slots[:, None].expand(b, t)
             self.k_cache[li][rows, :, pos] = k.transpose(1, 2)
             self.v_cache[li][rows, :, pos] = v.transpose(1, 2)
@@ -382,12 +394,12 @@ def self_test(backend: Any, timeout: float = 90.0) -> None:
         raise RuntimeError(f"self test: expected 4 ids each, got {got}")
 
 
-def make_backend(model: Any, tiny: bool, force: str | None) -> Any:
+def make_backend(model: Any, tiny: bool, force: str | None, graphs: bool = False) -> Any:
     """transformers' continuous batching, or the slot loop if that fails to start."""
     errors: list[str] = []
     if force in (None, "hf-cb"):
         try:
-            backend = HFContinuousBatching(model, tiny)
+            backend = HFContinuousBatching(model, tiny, graphs=graphs)
             backend.start()
             self_test(backend)
             return backend, errors
@@ -548,13 +560,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a tiny config (CPU tests)")
     parser.add_argument("--backend", choices=("hf-cb", "slots"), default=None)
     parser.add_argument("--device", default=None, help="default: cuda if there is one")
+    parser.add_argument(
+        "--cb-graphs", action="store_true", help="hf-cb: ask for CUDA graphs (off by default)"
+    )
     args = parser.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.perf_counter()
     model = build_model(args.tiny, device)
     params = sum(p.numel() for p in model.parameters())
     built = time.perf_counter() - t0
-    backend, errors = make_backend(model, args.tiny, args.backend)
+    backend, errors = make_backend(model, args.tiny, args.backend, graphs=args.cb_graphs)
     info = {
         "backend": backend.name,
         "backend_details": backend.details,

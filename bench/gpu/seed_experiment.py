@@ -51,8 +51,14 @@ QUESTIONS = [
 ARMS = ("merged", "fan-out", "auto")
 # The seeds' case first, then the rest, the dearest last: what a short budget drops.
 CELLS = [(5, 200), (5, 16), (2, 200), (2, 16), (8, 16), (8, 200)]
-# Then, time allowing, the hand-written slot loop on the seeds' case: a second engine.
-SLOT_CELLS = [(5, 200), (5, 16)]
+# The engines after the first run the seeds' case alone, time allowing.
+SEED_CELLS = [(5, 200), (5, 16)]
+# engine.py's arguments per engine: "hf-cb" falls back to the slot loop by itself.
+ENGINES = {
+    "hf-cb": [],
+    "slots": ["--backend", "slots"],
+    "hf-cb-graphs": ["--backend", "hf-cb", "--cb-graphs"],
+}
 
 
 def log(message: str) -> None:
@@ -97,11 +103,10 @@ def gpu_line() -> str | None:
 class Engine:
     """engine.py as a subprocess: started, waited for, stopped."""
 
-    def __init__(self, args: argparse.Namespace, backend: str | None) -> None:
-        command = [sys.executable, str(HERE / "engine.py"), "--port", "0"]
+    def __init__(self, args: argparse.Namespace, name: str) -> None:
+        command = [sys.executable, str(HERE / "engine.py"), "--port", "0", *ENGINES[name]]
         command += ["--tiny"] if args.tiny else []
-        command += ["--backend", backend] if backend else []
-        self.log_path = Path(args.out) / f"engine{'-' + backend if backend else ''}.log"
+        self.log_path = Path(args.out) / f"engine-{name}.log"
         self.log_file = self.log_path.open("w")
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=self.log_file, text=True
@@ -137,13 +142,13 @@ class Engine:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def start_engine(args: argparse.Namespace, backends: tuple[str | None, ...]) -> Engine:
-    """The first of ``backends`` that starts (None: transformers' continuous batching, the
-    engine falling back to its slot loop by itself)."""
-    for backend in backends:
-        log(f"starting the engine (backend: {backend or 'hf-cb, else slots'})")
-        engine = Engine(args, backend)
-        if engine.wait_ready(args.start_timeout):
+def start_engine(args: argparse.Namespace, name: str) -> Engine:
+    """The engine ``name``; if its process dies before it serves, the slot loop instead."""
+    for engine_name in dict.fromkeys((name, "slots")):
+        log(f"starting the engine {engine_name}")
+        engine = Engine(args, engine_name)
+        left = args.budget_s - (time.monotonic() - START)
+        if engine.wait_ready(min(args.start_timeout, max(left - 30, 30))):
             log(f"engine ready on port {engine.port}, backend {engine.backend}")
             return engine
         engine.stop()
@@ -222,8 +227,10 @@ async def run_cell(
 
 
 async def probe(client: Any, model: str) -> dict[str, float]:
-    """Seconds per decode step alone and with 8 at once (32 tokens), for the budget."""
-    await ask(client, model, "warm up", 8)
+    """Seconds per decode step alone and with 8 at once (32 tokens), for the budget; after a
+    warm-up (the first requests of a fresh engine run several times slower)."""
+    await ask(client, model, "warm up", 64)
+    await asyncio.gather(*(ask(client, model, q, 16) for q in QUESTIONS))
     t0 = time.perf_counter()
     await ask(client, model, QUESTIONS[0], 32)
     one = (time.perf_counter() - t0) / 32
@@ -234,23 +241,31 @@ async def probe(client: Any, model: str) -> dict[str, float]:
 
 
 def estimate(n: int, t: int, steps: dict[str, float], passes: int) -> float:
-    """Seconds a cell should take: merged N x T steps alone, fan-out and auto T steps at N."""
-    return passes * (n * t * steps["step_1"] + 2 * t * steps["step_8"]) * 1.3 + 2 * passes
+    """Seconds a cell should take: merged N x T steps alone, fan-out and auto T steps at N;
+    one pass more for a cell's first, slower pass (new shapes), and a margin."""
+    one = n * t * steps["step_1"] + 2 * t * steps["step_8"]
+    return (passes + 1) * one * 1.15 + 2 * passes
 
 
 async def experiment(
-    args: argparse.Namespace, base_url: str, model: str, todo: list[tuple[int, int]]
-) -> dict[str, Any]:
+    args: argparse.Namespace,
+    base_url: str,
+    model: str,
+    todo: list[tuple[int, int]],
+    result: dict[str, Any],
+    save: Any,
+) -> None:
+    """The cells of ``todo`` that fit the budget, into ``result``; ``save()`` after each."""
     import openai
 
     from splitter import Splitter
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=300)
     splitter = Splitter(client)  # the default policy: auto
-    cells: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = result.setdefault("cells", [])
+    skipped: list[dict[str, Any]] = result.setdefault("skipped", [])
     async with client:
-        steps = await probe(client, model)
+        steps = result["probe"] = await probe(client, model)
         alone, eight = 1000 * steps["step_1"], 1000 * steps["step_8"]
         log(f"probe: {alone:.2f} ms/step alone, {eight:.2f} with 8")
         for n, t in todo:
@@ -262,9 +277,10 @@ async def experiment(
                 continue
             log(f"cell N={n} T={t} (estimated {cost:.0f} s, {left:.0f} s left)")
             cells.append(await run_cell(client, splitter, model, n, t, args.rounds, args.warmup))
+            save()
             # What this cell measured replaces the probe's guess for the next estimates.
-            steps["step_1"] = max(steps["step_1"], cells[-1]["merged_ms_per_token"] / 1000)
-    return {"cells": cells, "skipped": skipped, "probe": steps}
+            steps["step_1"] = cells[-1]["merged_ms_per_token"] / 1000
+            steps["step_8"] = max(steps["step_8"], cells[-1]["fanout_ms_per_step"] / 1000)
 
 
 def table(cells: list[dict[str, Any]]) -> str:
@@ -294,10 +310,10 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=330.0)
     parser.add_argument("--start-timeout", type=float, default=240.0)
     parser.add_argument(
-        "--no-slots-too",
-        dest="slots_too",
-        action="store_false",
-        help="skip the second engine (the slot loop) on the seeds' case",
+        "--engines",
+        default="hf-cb,slots",
+        help=f"engines in order, of {', '.join(ENGINES)}: the first runs every cell, the "
+        "others the seeds' case (N=5) as the budget allows",
     )
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -309,54 +325,59 @@ def main() -> int:
     log(f"versions: {json.dumps(found)}")
     gpu = gpu_line()
     log(f"nvidia-smi: {gpu}")
-    report: dict[str, Any] = {"versions": found, "gpu": gpu, "args": vars(args)}
+    report: dict[str, Any] = {"versions": found, "gpu": gpu, "args": vars(args), "runs": {}}
     out = Path(args.out) / "seed_experiment.json"
-    try:
-        report["main"] = run_engine(args, (None, "slots"), CELLS)
-        if report["main"]["engine"]["backend"] != "slots" and args.slots_too:
-            left = args.budget_s - (time.monotonic() - START)
-            steps = report["main"]["probe"]
-            need = 60 + sum(estimate(n, t, steps, args.rounds + args.warmup) for n, t in SLOT_CELLS)
-            if need < left:
-                try:
-                    report["slots"] = run_engine(args, ("slots",), SLOT_CELLS)
-                except (Exception, SystemExit) as exc:  # the main run's figures still stand
-                    log(f"the slot-loop run failed: {exc!r}")
-                    report["slots_error"] = repr(exc)
-            else:
-                log(f"no second run on the slot loop: about {need:.0f} s needed, {left:.0f} s left")
-    finally:
+
+    def save() -> None:
         report["elapsed_s"] = time.monotonic() - START
         out.write_text(json.dumps(report, indent=2, default=str))
+
+    for i, name in enumerate(args.engines.split(",")):
+        todo = CELLS if i == 0 else SEED_CELLS
+        left = args.budget_s - (time.monotonic() - START)
+        if i > 0 and left < 60:
+            log(f"no run on {name}: {left:.0f} s left")
+            report["runs"][name] = {"not_run": f"{left:.0f} s left"}
+            continue
+        result: dict[str, Any] = {}
+        report["runs"][name] = result
+        try:
+            run_engine(args, name, todo, result, save)
+        except (Exception, SystemExit) as exc:  # the other runs' figures still stand
+            log(f"the run on {name} failed: {exc!r}")
+            result["error"] = repr(exc)
+        save()
     print_report(report, args, out)
     return 0
 
 
 def run_engine(
-    args: argparse.Namespace, backends: tuple[str | None, ...], todo: list[tuple[int, int]]
-) -> dict[str, Any]:
+    args: argparse.Namespace,
+    name: str,
+    todo: list[tuple[int, int]],
+    result: dict[str, Any],
+    save: Any,
+) -> None:
     """Start an engine, run the cells on it, stop it."""
     import httpx
 
-    engine = start_engine(args, backends)
+    engine = start_engine(args, name)
     try:
         base = f"http://127.0.0.1:{engine.port}"
-        info = httpx.get(f"{base}/stats", timeout=10).json()
+        result["engine"] = httpx.get(f"{base}/stats", timeout=10).json()
         model = httpx.get(f"{base}/v1/models", timeout=10).json()["data"][0]["id"]
-        log(f"engine: {json.dumps(info)}")
-        result: dict[str, Any] = {"engine": info}
-        result.update(asyncio.run(experiment(args, f"{base}/v1", model, todo)))
+        log(f"engine: {json.dumps(result['engine'])}")
+        asyncio.run(experiment(args, f"{base}/v1", model, todo, result, save))
         result["engine_after"] = httpx.get(f"{base}/stats", timeout=10).json()["stats"]
-        return result
     finally:
         engine.stop()
 
 
 def print_report(report: dict[str, Any], args: argparse.Namespace, out: Path) -> None:
-    for key in ("main", "slots"):
-        if key not in report:
+    for name, run in report["runs"].items():
+        if "engine" not in run:
+            print(f"\n{name}: {run.get('error') or run.get('not_run')}")
             continue
-        run = report[key]
         engine = run["engine"]
         print()
         print(
@@ -364,8 +385,8 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Path) ->
             f"{engine['versions'].get('device', engine['device'])}); medians of {args.rounds} "
             f"rounds after {args.warmup} warm-up, seconds"
         )
-        print(table(run["cells"]))
-        for s in run["skipped"]:
+        print(table(run.get("cells", [])))
+        for s in run.get("skipped", []):
             print(
                 f"skipped N={s['n']} T={s['tokens']}: "
                 f"est. {s['estimated_s']:.0f} s > {s['left_s']:.0f} s left"
