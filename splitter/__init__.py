@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from ._cache import Cache
 from ._checkpoint import FileRun
 from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
@@ -54,7 +55,7 @@ from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import Observation, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
-from ._stream import AnswerStream, StreamEvent
+from ._stream import AnswerStream, StreamEvent, SyncAnswerStream
 from ._wrap import wrap
 
 try:
@@ -76,6 +77,7 @@ __all__ = [
     "BatchResult",
     "BatchStarted",
     "BudgetError",
+    "Cache",
     "Candidate",
     "CompoundAnswer",
     "DeadlineExceededError",
@@ -114,6 +116,7 @@ __all__ = [
     "SplitterError",
     "StreamEvent",
     "StreamInterruptedError",
+    "SyncAnswerStream",
     "Usage",
     "Weighted",
     "__version__",

@@ -39,6 +39,7 @@ __all__ = ["Completion", "OpenAIBackend", "translate_error"]
 
 AnyOpenAI = openai.OpenAI | openai.AsyncOpenAI
 _TRANSPORT_ERROR: type[Exception] = http_module().TransportError
+_CONNECT_TIMEOUT: type[Exception] = http_module().ConnectTimeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,12 +244,24 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def translate_error(exc: openai.OpenAIError) -> APIError:
     """Map an openai exception to splitter's tree (the caller chains it with ``from``)."""
     if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc.__cause__, _CONNECT_TIMEOUT):
+            # No connection was ever made: a wrong or unroutable address, not a slow server.
+            return APIConnectionError(
+                f"connection failed: no connection within the connect timeout ({_reason(exc)})"
+            )
         return APITimeoutError(f"request timed out: {exc}")
     if isinstance(exc, openai.APIConnectionError):
-        return APIConnectionError(f"connection failed: {exc}")
+        return APIConnectionError(f"connection failed: {_reason(exc)}")
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc)
     return APIError(f"{type(exc).__name__}: {exc}")
+
+
+def _reason(exc: openai.OpenAIError) -> str:
+    """What the HTTP library said (openai's own text is only "Connection error.")."""
+    cause = exc.__cause__
+    said = str(cause) if cause is not None else ""
+    return said or (f"{type(cause).__name__}" if cause is not None else str(exc))
 
 
 def _status_error(exc: openai.APIStatusError) -> APIStatusError:

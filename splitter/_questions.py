@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from ._exceptions import SplitterError
     from ._planner import Plan
 
-#: How an answer was obtained: its own request, a merged one, or re-asked alone after a merge.
-Via = Literal["single", "merged", "repair"]
+#: How an answer was obtained: its own request, a merged one, re-asked alone after a merge,
+#: or given without a request (the response cache, or an identical question of the batch).
+Via = Literal["single", "merged", "repair", "cache"]
 
 __all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "Usage", "Via"]
 
@@ -122,6 +123,7 @@ class RunStats:
     failed: int = 0  # questions left without an answer
     repaired: int = 0  # questions re-asked alone after a merged request missed them
     predicted_wall_time: float | None = None  # what the planner expected wall_time to be
+    cache_hits: int = 0  # questions answered without a request (Policy.cache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,20 @@ class BatchResult(Sequence[Answer]):
         if not self.ok:
             raise PartialFailure(self)
         return self
+
+    def explain(self) -> str:
+        """How the batch was answered: from the cache, and each plan's table (see
+        :meth:`Plan.explain`) for the questions that were sent."""
+        lines = []
+        if self.stats.cache_hits:
+            sent = len(self.answers) - self.stats.cache_hits
+            lines.append(
+                f"cache: {self.stats.cache_hits} of {len(self.answers)} questions answered "
+                f"without a request; {sent} sent"
+            )
+        plans = self.plans or ((self.plan,) if self.plan is not None else ())
+        lines.extend(plan.explain() for plan in plans)
+        return "\n".join(lines) if lines else "nothing was sent"
 
 
 @dataclass(frozen=True, slots=True)
