@@ -218,9 +218,11 @@ class _Collected:
         if isinstance(usage, dict):
             prompt = _token_count(usage.get("prompt_tokens"))
             completion = _token_count(usage.get("completion_tokens"))
+            details = usage.get("prompt_tokens_details")
+            cached = _token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
             # An unreadable count is no usage at all: the caller estimates it instead.
             if prompt is not None and completion is not None:
-                self.usage = Usage(prompt, completion)
+                self.usage = Usage(prompt, completion, min(cached or 0, prompt))
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return ""
@@ -255,11 +257,21 @@ def _reduce(
     return Completion(
         text=choices[0].message.content,
         finish_reason=choices[0].finish_reason,
-        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+        usage=read_usage(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details"),
         request_id=request_id,
         headers=headers,
         elapsed=elapsed,
     )
+
+
+def read_usage(usage: Any, prompt: str, completion: str, details: str) -> Usage:
+    """A response's usage object (chat's or the Responses API's names) as ``Usage``, its
+    cached prompt tokens included where the service tells them."""
+    if usage is None:
+        return Usage()
+    prompt_tokens = getattr(usage, prompt, 0) or 0
+    cached = getattr(getattr(usage, details, None), "cached_tokens", None) or 0
+    return Usage(prompt_tokens, getattr(usage, completion, 0) or 0, min(cached, prompt_tokens))
 
 
 def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._cache import Cache
+from ._pricing import Pricing
 from ._service_model import ServicePrior
 
 __all__ = [
@@ -234,6 +235,11 @@ class Policy(_Config):
         description="Which API each request goes to: chat completions, or the Responses API "
         "(client.responses.create; max_tokens is sent as max_output_tokens, a leading system "
         "prompt as instructions, response_format as text.format).",
+    )
+    pricing: Pricing | tuple[Pricing, ...] | None = Field(
+        None,
+        description="Your price table (per million tokens, per model): RunStats.cost and "
+        "BatchResult.explain() then show what a batch cost, cached input priced as such.",
     )
     cache: Cache | None = Field(
         None,

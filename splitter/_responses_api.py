@@ -108,7 +108,11 @@ def reply_of(response: Any, request_id: str | None) -> tuple[str, str | None, Us
     details = getattr(response, "incomplete_details", None)
     reason = getattr(details, "reason", None) if details is not None else None
     usage = getattr(response, "usage", None)
-    counted = Usage(usage.input_tokens, usage.output_tokens) if usage is not None else Usage()
+    counted = Usage()
+    if usage is not None:
+        details = getattr(usage, "input_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) or 0
+        counted = Usage(usage.input_tokens, usage.output_tokens, min(cached, usage.input_tokens))
     return "".join(texts), _finish(status, reason), counted
 
 
@@ -164,10 +168,13 @@ class ResponsesCollected:
 def _usage(usage: object) -> Usage | None:
     if not isinstance(usage, dict):
         return None
-    counts = [usage.get("input_tokens"), usage.get("output_tokens")]
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
+    counts = [usage.get("input_tokens"), usage.get("output_tokens"), cached]
     if not all(
         isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n) and n >= 0
         for n in counts
     ):
         return None
-    return Usage(int(counts[0]), int(counts[1]))  # type: ignore[arg-type]
+    prompt, completion, hit = (int(n) for n in counts)  # type: ignore[arg-type]
+    return Usage(prompt, completion, min(hit, prompt))

@@ -5,6 +5,7 @@ executor wired once per call, dependency waves (``_waves``), and ``amap``'s batc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from ._map import RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, plan_wave
 from ._policy import Policy
+from ._pricing import price_for
 from ._progress import Progress
 from ._questions import Answer, BatchResult, Question
 from ._request_spec import RequestSpec
@@ -96,6 +98,24 @@ class Runner:
         relay: Relay | None = None,
     ) -> BatchResult:
         """Plan and send ``items`` (in dependency waves if any depends on another)."""
+        return self._priced(await self._run(items, deps, spec, events, relay), spec.model)
+
+    def _priced(self, result: BatchResult, model: str) -> BatchResult:
+        """``result`` with its cost, where the policy prices ``model``."""
+        price = price_for(self.policy.pricing, model)
+        if price is None:
+            return result
+        stats = dataclasses.replace(result.stats, cost=result.usage.cost(price))
+        return dataclasses.replace(result, stats=stats)
+
+    async def _run(
+        self,
+        items: list[Question],
+        deps: Graph,
+        spec: RequestSpec,
+        events: Emitter,
+        relay: Relay | None,
+    ) -> BatchResult:
         async with self._client_for() as client:
             endpoint, executor = self._executor(client, spec.model)
             to_relay = _answers_to(relay, events)
@@ -210,6 +230,7 @@ class Runner:
                         run=send,
                         on_answer=arrive,
                     )
+                result = self._priced(result, spec.model)
                 events.finished(result, positions)
                 return result
 
