@@ -64,9 +64,9 @@ async def test_everyday_openai_code_returns_the_same_types_when_wrapped() -> Non
     assert isinstance(after[2], Response)
     assert isinstance(after[3], CreateEmbeddingResponse)
     assert after[4] == before[4]
-    # with_raw_response is the raw door: one request, never split.
+    # with_raw_response splits like the plain call; parse() gives the joined completion.
     assert isinstance(after[5], ChatCompletion)
-    assert not hasattr(after[5], DETAILS)
+    assert isinstance(getattr(after[5], DETAILS), CompoundAnswer)
 
 
 async def test_a_compound_prompt_comes_back_as_one_chat_completion() -> None:
@@ -432,3 +432,49 @@ async def test_wrap_on_event_sees_every_split_requests_batch_also_through_clones
 def test_wrap_refuses_an_on_event_that_is_not_callable() -> None:
     with pytest.raises(InvalidInputError, match="on_event must be callable"):
         splitter.wrap(openai.OpenAI(api_key="sk-x", base_url="http://127.0.0.1:9/v1"), on_event=3)  # type: ignore[arg-type]
+
+
+@OPENAI_TRIO_STREAM_LEAK
+async def test_the_raw_doors_split_and_parse_to_the_joined_reply() -> None:
+    """LangChain's ``invoke`` goes through ``with_raw_response``: a compound prompt splits
+    there too, and the raw response reads as openai's would: ``parse()`` gives the joined
+    completion, the headers name the first part's request id (all of them in
+    ``x-splitter-request-ids``); ``with_streaming_response`` and a streamed raw call alike."""
+    service = SimService("instant")
+    messages = [{"role": "user", "content": COMPOUND}]
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        raw = await client.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers={"x-mine": "1"},
+        )
+        async with client.chat.completions.with_streaming_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+        ) as streamed:
+            via_stream_door = await streamed.parse()
+        raw_stream = await client.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+        )
+        chunks = [chunk async for chunk in raw_stream.parse()]
+        raw_response = await client.responses.with_raw_response.create(model="m", input=COMPOUND)
+        whole = await client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "Say hi."}]
+        )
+    completion = raw.parse()
+    details = getattr(completion, DETAILS)
+    assert isinstance(details, CompoundAnswer)
+    ids = [part.request_id for part in details.parts]
+    assert set(ids) <= {r.request_id for r in service.log}
+    assert raw.headers["x-request-id"] == completion._request_id == ids[0]
+    assert raw.headers["x-splitter-request-ids"] == ",".join(ids)
+    assert raw.http_response.json()["choices"][0]["message"]["content"] == details.text
+    assert isinstance(getattr(via_stream_door, DETAILS), CompoundAnswer)
+    assert streamed_text(chunks) == raw_stream.parse().splitter_details.text
+    assert isinstance(getattr(raw_response.parse(), DETAILS), CompoundAnswer)
+    assert not hasattr(whole.parse(), DETAILS)  # one question: openai's own raw response
+    assert whole.headers["x-request-id"] == service.log[-1].request_id
+    assert len(service.log) == 4 * 2 + 1
