@@ -14,7 +14,7 @@ import sniffio
 from openai.types.chat import ChatCompletionChunk
 
 import splitter
-from splitter import Policy
+from splitter import InvalidInputError, Policy
 from splitter.sim import SimService, answer_tag
 
 pytestmark = pytest.mark.anyio
@@ -154,23 +154,17 @@ async def test_close_after_a_break_leaves_no_task_and_logs_nothing(
 
 
 async def test_a_failure_reaches_the_reader_and_ends_the_stream() -> None:
-    """The client was closed under the stream: the reader's read raises what the parts'
-    requests raised, and the stream is over."""
+    """A system message that cannot be sent (a lone surrogate) fails the split before any
+    request: the reader's read raises that error, and the stream is over."""
     service = SimService("instant")
     async with service.async_client() as plain:
-        client = splitter.wrap(plain)
-        await plain.close()
-        stream = await client.chat.completions.create(
+        stream = await splitter.wrap(plain).chat.completions.create(
             model="m",
-            messages=MESSAGES,  # type: ignore[arg-type]
+            messages=[{"role": "system", "content": "Be brief \ud800."}, *MESSAGES],  # type: ignore[list-item]
             stream=True,
         )
-        caught: list[Exception] = []
-        try:
+        with pytest.raises(InvalidInputError, match="system"):
             async for _ in stream:
                 pass
-        except* RuntimeError as group:
-            caught.extend(group.exceptions)
-        assert any("client has been closed" in str(error) for error in caught)
         assert [chunk async for chunk in stream] == []
     assert service.log == []
