@@ -478,3 +478,72 @@ async def test_the_raw_doors_split_and_parse_to_the_joined_reply() -> None:
     assert not hasattr(whole.parse(), DETAILS)  # one question: openai's own raw response
     assert whole.headers["x-request-id"] == service.log[-1].request_id
     assert len(service.log) == 4 * 2 + 1
+
+
+_SCHEMA = '{"properties": {"capital": {"type": "string"}}, "required": ["capital"]}'
+# The frameworks' own format instructions, verbatim (with a schema filled in).
+_FORMAT_INSTRUCTIONS = {
+    "langchain-pydantic-parser": (
+        "The output should be formatted as a JSON instance that conforms to the JSON schema "
+        'below.\n\nAs an example, for the schema {...} the object {"foo": ["bar", "baz"]} '
+        f"is a well-formatted instance of the schema.\n\nHere is the output schema:\n```\n"
+        f"{_SCHEMA}\n```"
+    ),
+    "langchain-json-strict": (
+        "STRICT OUTPUT FORMAT:\n- Return only the JSON value that conforms to the schema. Do "
+        "not include any additional text, explanations, headings, or separators."
+    ),
+    "langchain-comma-list": (
+        "Your response should be a list of comma separated values, eg: `foo, bar, baz` or "
+        "`foo,bar,baz`"
+    ),
+    "langchain-numbered-list": (
+        "Your response should be a numbered list with each item on a new line. For example: "
+        "\n\n1. foo\n\n2. bar\n\n3. baz"
+    ),
+    "langchain-markdown-list": "Your response should be a markdown list, eg: `- foo\n- bar`",
+    "langchain-xml": "The output should be formatted as a XML file.",
+    "instructor-json": (
+        "As a genius expert, your task is to understand the content and provide the parsed "
+        f"objects in json that match the following json_schema:\n\n{_SCHEMA}\n\nMake sure to "
+        "return an instance of the JSON, not the schema itself"
+    ),
+    "pydantic-ai-prompted": (
+        "Always respond with a JSON object that's compatible with this schema:\n\n"
+        f"{_SCHEMA}\n\nDon't include any text or Markdown fencing before or after."
+    ),
+    "answer-in-json": "Answer in JSON.",
+    "respond-with-a-list": "Respond with a list.",
+    "following-format": "Respond in the following format:\nCity: <name>\nSum: <number>",
+    "tags": "Wrap your answer in <answer></answer> tags.",
+    "single-object": "Reply with a single object holding both answers.",
+    "one-sentence": "Answer in one sentence.",
+}
+_NOT_FORMAT = ["Be concise.", "You are a helpful assistant.", "Answer in French.", "Be informal."]
+
+
+@pytest.mark.parametrize(
+    ("system", "whole"),
+    [pytest.param(text, True, id=name) for name, text in _FORMAT_INSTRUCTIONS.items()]
+    + [pytest.param(text, False, id=text) for text in _NOT_FORMAT],
+)
+async def test_a_system_message_that_dictates_the_format_keeps_the_prompt_whole(
+    system: str, whole: bool
+) -> None:
+    """Split, each part would get the format and the joined reply would have it twice (two
+    JSON objects, two lists) where the caller's parser expects one; chat's system message
+    and the Responses API's ``instructions`` alike. Other system messages still split."""
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        completion = await client.chat.completions.create(
+            model="m",
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": COMPOUND},
+            ],
+        )
+        response = await client.responses.create(model="m", input=COMPOUND, instructions=system)
+    assert hasattr(completion, DETAILS) is not whole
+    assert hasattr(response, DETAILS) is not whole
+    assert len(service.log) == (2 if whole else 4)
