@@ -53,3 +53,17 @@ async def test_structured_output_goes_whole(sim: Sim) -> None:
     assert isinstance(result.output, Facts)
     assert len(sim.chats) == 1
     assert_sent_whole(sim)
+
+
+async def test_a_prompt_with_tools_goes_whole(sim: Sim) -> None:
+    weather = agent(sim)
+
+    @weather.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}."
+
+    result = await weather.run(f"{COMPOUND} Use get_weather.")
+    assert isinstance(result.output, str)
+    assert len(sim.chats) == 2  # the tool call, then the answer with its result
+    assert_sent_whole(sim)
