@@ -100,8 +100,10 @@ async def test_a_compound_prompt_comes_back_as_one_chat_completion() -> None:
     [
         {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
         {"response_format": {"type": "json_object"}},
+        {"logprobs": True},
+        {"logprobs": True, "top_logprobs": 2},
     ],
-    ids=["tools", "json-mode"],
+    ids=["tools", "json-mode", "logprobs", "top-logprobs"],
 )
 async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, object]) -> None:
     service = SimService("instant")
@@ -114,6 +116,18 @@ async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, objec
         )
     assert not hasattr(completion, DETAILS)
     assert len(service.log) == 1
+    if extra.get("logprobs"):
+        assert completion.choices[0].logprobs is not None  # the model's own, whole
+
+
+async def test_logprobs_false_is_the_default_and_still_splits() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        completion = await splitter.wrap(plain).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}], logprobs=False
+        )
+    assert isinstance(getattr(completion, DETAILS), CompoundAnswer)
+    assert len(service.log) == 2
 
 
 _UNSET = {"NOT_GIVEN": openai.NOT_GIVEN, "omit": openai.omit, "None": None, "empty": []}

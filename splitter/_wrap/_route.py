@@ -30,6 +30,11 @@ _KEEP_WHOLE = frozenset(
         "modalities",
         "prediction",
         "parallel_tool_calls",
+        # Per-token log probabilities of a joined answer would have to be stitched from the
+        # parts' and the labels between them (which no model wrote): asked for, they keep
+        # the request whole, so what comes back is what the model produced.
+        "logprobs",
+        "top_logprobs",
     }
 )
 
@@ -65,14 +70,14 @@ def dictates_format(system: str | None) -> bool:
 
 def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The parameters a request really sets: openai's "not given" sentinels, ``None``,
-    empty containers and ``stream=False`` (the default) are dropped."""
+    empty containers, ``stream=False`` and ``logprobs=False`` (the defaults) are dropped."""
     return {
         key: value
         for key, value in kwargs.items()
         if value is not None
         and not isinstance(value, _SENTINELS)
         and not (isinstance(value, list | tuple | dict | set | frozenset) and not value)
-        and not (key == "stream" and value is False)
+        and not (key in ("stream", "logprobs") and value is False)
     }
 
 
