@@ -4,6 +4,7 @@ cancel scope, from more than one task, left early and closed; nothing is held ac
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -168,3 +169,31 @@ async def test_a_failure_reaches_the_reader_and_ends_the_stream() -> None:
                 pass
         assert [chunk async for chunk in stream] == []
     assert service.log == []
+
+
+@OPENAI_TRIO_STREAM_LEAK
+async def test_a_stream_dropped_after_a_break_stops_its_parts_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No ``async with``, no close: once the stream is collected, its reading task stops at
+    its next chunk and the parts still running are cancelled, with no warning or log."""
+    caplog.set_level(logging.DEBUG)
+    before = running_tasks()
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+        )
+        async for chunk in stream:
+            if "1. " in (chunk.choices[0].delta.content or ""):
+                break
+        del stream, chunk
+        gc.collect()
+        with anyio.fail_after(30):
+            while running_tasks() != before:
+                await anyio.sleep(0.01)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any(r.status == 499 for r in service.log)

@@ -161,6 +161,20 @@ class _Detached:
 _RUNNING: set[asyncio.Task[None]] = set()
 
 
+async def _pump(
+    source: _ChunkSource, send: MemoryObjectSendStream[ChatCompletionChunk | Exception]
+) -> None:
+    """Read the split's chunks into ``send`` until they end, fail or nobody reads them."""
+    with send:
+        try:
+            async with source as chunks:
+                async for chunk in chunks:
+                    send.send_nowait(chunk)  # unbounded: a split answer is small text
+        except Exception as exc:  # the reader raises it, as openai's stream would
+            with contextlib.suppress(anyio.BrokenResourceError):
+                send.send_nowait(exc)
+
+
 class AsyncSplitStream:
     """What ``create(..., stream=True)`` returns for a split prompt on an async client: like
     openai's ``AsyncStream`` (though not an instance of it), iterate it for
@@ -209,18 +223,9 @@ class AsyncSplitStream:
             send, self._received = anyio.create_memory_object_stream[
                 ChatCompletionChunk | Exception
             ](math.inf)
-            self._reader = _Detached(lambda: self._pump(send))
+            source = self._source  # the task must not keep the stream itself alive
+            self._reader = _Detached(lambda: _pump(source, send))
         return self._received
-
-    async def _pump(self, send: MemoryObjectSendStream[ChatCompletionChunk | Exception]) -> None:
-        with send:
-            try:
-                async with self._source as chunks:
-                    async for chunk in chunks:
-                        send.send_nowait(chunk)  # unbounded: a split answer is small text
-            except Exception as exc:  # the reader raises it, as openai's stream would
-                with contextlib.suppress(anyio.BrokenResourceError):
-                    send.send_nowait(exc)
 
     async def close(self) -> None:
         """Stop early: the questions still running are cancelled; returns once they are."""
@@ -230,6 +235,12 @@ class AsyncSplitStream:
             self._received.close()
 
     aclose = close
+
+    def __del__(self) -> None:
+        # Dropped unclosed after a break: the reader stops at its next chunk (its send
+        # fails), which cancels the parts still running; no warning for the buffer.
+        if self._received is not None:
+            self._received.close()
 
 
 class SplitStream:
