@@ -30,17 +30,27 @@ FIRST = "Tell a long story about the sea. [len=60]"
 SECOND = "Name one color. [len=3]"
 PROMPT = f"Please answer separately:\n1. {FIRST}\n2. {SECOND}"
 MESSAGES = [{"role": "user", "content": PROMPT}]
+# For the tests that leave early: the second part still runs long after the first opens.
+LONG_MESSAGES = [
+    {
+        "role": "user",
+        "content": "Please answer separately:\n1. Name one color. [len=2]\n"
+        "2. Write an essay. [len=900]",
+    }
+]
 
 
 @asynccontextmanager
-async def split_stream() -> AsyncIterator[tuple[SimService, object]]:
-    """A streamed split of PROMPT on a wrapped client (parts take a little real time)."""
-    service = SimService("gpt-4o-mini", time_scale=0.01)
+async def split_stream(
+    messages: list[dict[str, str]] = MESSAGES,
+) -> AsyncIterator[tuple[SimService, object]]:
+    """A streamed split of ``messages`` on a wrapped client (parts take some real time)."""
+    service = SimService("gpt-4o-mini", time_scale=0.05)
     async with service.async_client() as plain:
         client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
         stream = await client.chat.completions.create(
             model="gpt-4o-mini",
-            messages=MESSAGES,  # type: ignore[arg-type]
+            messages=messages,  # type: ignore[arg-type]
             stream=True,
         )
         yield service, stream
@@ -143,7 +153,7 @@ async def test_close_after_a_break_leaves_no_task_and_logs_nothing(
     cancelled, no task is left behind, and nothing is logged (no generator finalised late)."""
     caplog.set_level(logging.DEBUG)
     before = running_tasks()
-    async with split_stream() as (service, stream):
+    async with split_stream(LONG_MESSAGES) as (service, stream):
         async for chunk in stream:  # type: ignore[attr-defined]
             if "1. " in (chunk.choices[0].delta.content or ""):
                 break
@@ -151,7 +161,7 @@ async def test_close_after_a_break_leaves_no_task_and_logs_nothing(
         assert running_tasks() == before
     assert stream.splitter_details is None  # type: ignore[attr-defined]  # never finished
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert any(r.status == 499 for r in service.log)  # the story was abandoned mid-way
+    assert any(r.status == 499 for r in service.log)  # the essay was abandoned mid-way
 
 
 async def test_a_failure_reaches_the_reader_and_ends_the_stream() -> None:
@@ -179,12 +189,12 @@ async def test_a_stream_dropped_after_a_break_stops_its_parts_quietly(
     its next chunk and the parts still running are cancelled, with no warning or log."""
     caplog.set_level(logging.DEBUG)
     before = running_tasks()
-    service = SimService("gpt-4o-mini", time_scale=0.01)
+    service = SimService("gpt-4o-mini", time_scale=0.05)
     async with service.async_client() as plain:
         client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
         stream = await client.chat.completions.create(
             model="gpt-4o-mini",
-            messages=MESSAGES,  # type: ignore[arg-type]
+            messages=LONG_MESSAGES,  # type: ignore[arg-type]
             stream=True,
         )
         async for chunk in stream:
