@@ -24,20 +24,30 @@ COMPOUND = f"{FIRST} {SECOND}"
 MODEL = "gpt-4o-mini"
 
 
-def require(distribution: str, module: str) -> None:
-    """Skip unless ``distribution`` is installed and its openai pin admits this openai."""
+def require(distribution: str, module: str, *, extra: str = "") -> None:
+    """Skip unless ``distribution`` is installed and its openai pin (with ``extra``, the
+    extra that pulls openai in) admits the installed openai."""
     pytest.importorskip(module, reason=f"needs {distribution}: pip install -e '.[frameworks]'")
-    wanted = importlib.metadata.requires(distribution) or []
-    installed = openai.__version__
-    for line in wanted:
+    pin = excluding_pin(importlib.metadata.requires(distribution) or [], openai.__version__, extra)
+    if pin is not None:
+        version = importlib.metadata.version(distribution)
+        pytest.skip(
+            f"{distribution} {version} requires {pin}; openai {openai.__version__} is installed"
+        )
+
+
+def excluding_pin(requirements: list[str], installed: str, extra: str = "") -> str | None:
+    """The openai requirement among ``requirements`` (a distribution's, with ``extra``
+    chosen) that ``installed`` does not meet, or None."""
+    for line in requirements:
         requirement = Requirement(line)
-        if requirement.name != "openai" or requirement.marker is not None:
+        if requirement.name != "openai":
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
             continue
         if not requirement.specifier.contains(installed, prereleases=True):
-            pytest.skip(
-                f"{distribution} {importlib.metadata.version(distribution)} requires "
-                f"{requirement}; openai {installed} is installed"
-            )
+            return str(requirement.specifier)
+    return None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from framework_support import (
     require,
 )
 
-require("pydantic-ai-slim", "pydantic_ai")
+require("pydantic-ai-slim", "pydantic_ai", extra="openai")
 
 from pydantic_ai import Agent, NativeOutput  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
