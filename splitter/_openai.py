@@ -8,7 +8,6 @@ A sync ``OpenAI`` client is driven from worker threads so the async core can run
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ._exceptions import (
 from ._headers import parse_retry_after
 from ._questions import Usage
 from ._responses_api import ResponsesCollected, reply_of, request_of
+from ._sse import event_of
 
 __all__ = ["Completion", "OpenAIBackend", "translate_error"]
 
@@ -199,17 +199,9 @@ class _Collected:
 
     def line(self, line: str) -> str:
         """Take one line of the event stream; return the new answer text in it, if any."""
-        if not line.startswith("data:"):
-            return ""  # blank separators, comments, event names
-        data = line[5:].strip()
-        if data == "[DONE]":
+        chunk = event_of(line)
+        if chunk is None:
             return ""
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise InvalidResponseError(f"an unreadable stream event: {data[:80]!r}") from exc
-        if not isinstance(chunk, dict):
-            raise InvalidResponseError(f"an unexpected stream event: {data[:80]!r}")
         if chunk.get("error"):
             raise InvalidResponseError(
                 f"the service reported an error mid-stream: {chunk['error']}"

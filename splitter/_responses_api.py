@@ -15,6 +15,7 @@ from typing import Any
 
 from ._exceptions import InvalidInputError, InvalidResponseError
 from ._questions import Usage
+from ._sse import event_of
 
 __all__ = ["ResponsesCollected", "check_keywords", "reply_of", "request_of"]
 
@@ -137,15 +138,9 @@ class ResponsesCollected:
 
     def line(self, line: str) -> str:
         """Take one line of the event stream; return the new answer text in it, if any."""
-        if not line.startswith("data:"):
-            return ""  # "event:" names, blank separators
-        data = line[5:].strip()
-        try:
-            event = json.loads(data)
-        except ValueError as exc:
-            raise InvalidResponseError(f"an unreadable stream event: {data[:80]!r}") from exc
-        if not isinstance(event, dict):
-            raise InvalidResponseError(f"an unexpected stream event: {data[:80]!r}")
+        event = event_of(line)
+        if event is None:
+            return ""
         kind = event.get("type")
         if kind == "response.output_text.delta":
             piece = event.get("delta")
@@ -154,7 +149,8 @@ class ResponsesCollected:
                 return piece
             return ""
         if kind in ("error", "response.failed"):
-            raise InvalidResponseError(f"the service reported an error mid-stream: {data[:200]}")
+            said = json.dumps(event)[:200]
+            raise InvalidResponseError(f"the service reported an error mid-stream: {said}")
         if kind in ("response.completed", "response.incomplete"):
             response = event.get("response")
             response = response if isinstance(response, dict) else {}
