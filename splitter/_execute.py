@@ -134,12 +134,12 @@ class _Run:
     async def single(self, index: int, via: Via, started: Started | None = None) -> None:
         state = self.state
         question = state.questions[index]
-        params = state.spec.capped(question.max_tokens)
+        spec = state.spec.of(question)  # its own system prompt, history and keywords
         try:
             with started or Started.unordered():
                 outcome, attempts = await self.sender.send(
-                    state.spec.messages(question.text),
-                    params,
+                    spec.messages(question.text),
+                    spec.capped(question.max_tokens),
                     state.reserve_single(index),
                     started,
                     streamed=index,
@@ -168,11 +168,13 @@ class _Run:
     async def merged(self, group: Group, started: Started) -> None:
         state = self.state
         prompt = build_merged_prompt([state.questions[i].text for i in group.indexes])
-        params = state.spec.capped(group.max_tokens)
+        # Merged questions share one request shape (the planner's grouping): the first's.
+        spec = state.spec.of(state.questions[group.indexes[0]])
+        params = spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
             outcome, attempts = await self.sender.send(
-                state.spec.messages(prompt.text), params, reserve, started, asks=group.indexes
+                spec.messages(prompt.text), params, reserve, started, asks=group.indexes
             )
         if isinstance(outcome, SplitterError):
             if state.fatal is None and alone_may_pass(outcome):

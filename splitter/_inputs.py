@@ -88,12 +88,33 @@ def check_map_input(questions: object, window: object) -> None:
 def check_params(params: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """The caller's request keywords, refused if splitter owns one; the policy's timeout
     added unless the caller set one."""
-    for key, why in _OWNED_PARAMS.items():
-        if key in params and not (key == "n" and params[key] == 1):
-            raise InvalidInputError(f"keyword {key!r} is not accepted: {why}")
+    _check_owned(params, "keyword", _OWNED_PARAMS)
     if policy.timeout is not None:
         params.setdefault("timeout", policy.timeout)
     return params
+
+
+def _check_owned(params: dict[str, Any], what: str, owned: dict[str, str]) -> None:
+    for key, why in owned.items():
+        if key in params and not (key == "n" and params[key] == 1):
+            raise InvalidInputError(f"{what} {key!r} is not accepted: {why}")
+
+
+# A question's own keywords: those of the batch, and what Question has a field for.
+_OWNED_BY_QUESTION = {
+    **_OWNED_PARAMS,
+    "messages": "pass the history as Question(messages=...) and the question as its text",
+    "system": "pass Question(system=...)",
+}
+
+
+def _check_own_request(index: int, question: Question) -> None:
+    """A question's own keywords, refused as the batch's are (naming the item)."""
+    if question.params:
+        try:
+            _check_owned(question.params, f"questions[{index}].params keyword", _OWNED_BY_QUESTION)
+        except InvalidInputError as exc:
+            raise InvalidInputError(str(exc), index=index) from None
 
 
 def choose_model(model: str | None, default: str | None) -> str:
@@ -123,6 +144,7 @@ def _check_size(index: int, question: Question, policy: Policy, model: str) -> N
 
 def _to_question(index: int, item: object) -> Question:
     if isinstance(item, Question):
+        _check_own_request(index, item)
         return item
     if not isinstance(item, str):
         raise InvalidInputError(
