@@ -51,6 +51,7 @@ from ._policy import (
     SharedBudget,
     Weighted,
 )
+from ._pricing import Pricing
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import Observation, ServiceModel, ServicePrior
@@ -97,6 +98,7 @@ __all__ = [
     "PartialFailure",
     "Plan",
     "Policy",
+    "Pricing",
     "Progress",
     "Question",
     "QuotaExceededError",

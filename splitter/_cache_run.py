@@ -24,7 +24,9 @@ from ._request_spec import RequestSpec
 __all__ = ["RunMisses", "run_cached"]
 
 # (the questions to send, their positions in the batch, where each answer goes)
-RunMisses = Callable[[list[Question], list[int], Callable[[Answer], None]], Awaitable[BatchResult]]
+RunMisses = Callable[
+    [list[Question], list[int], Callable[[Answer], None] | None], Awaitable[BatchResult]
+]
 
 
 async def run_cached(

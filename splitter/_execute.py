@@ -28,7 +28,7 @@ from ._policy import Policy
 from ._questions import Answer, BatchResult, Question, Via
 from ._request_spec import RequestSpec
 from ._run_state import RunState
-from ._send import Sender
+from ._send import Outgoing, Sender
 from ._stream import Relay
 from ._turns import Started, Turns
 
@@ -137,14 +137,10 @@ class _Run:
         spec = state.spec.of(question)  # its own system prompt, history and keywords
         try:
             with started or Started.unordered():
-                outcome, attempts = await self.sender.send(
-                    spec.messages(question.text),
-                    spec.capped(question.max_tokens),
-                    state.reserve_single(index),
-                    started,
-                    streamed=index,
-                    asks=(index,),
-                )
+                messages = spec.messages(question.text)
+                params = spec.capped(question.max_tokens)
+                out = Outgoing(messages, params, state.reserve_single(index), started, index)
+                outcome, attempts = await self.sender.send(out, asks=(index,))
         finally:
             if index == state.head and state.head_started is not None:
                 state.head_started.set()  # failed or answered without a token: don't wait
@@ -173,9 +169,8 @@ class _Run:
         params = spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
-            outcome, attempts = await self.sender.send(
-                spec.messages(prompt.text), params, reserve, started, asks=group.indexes
-            )
+            out = Outgoing(spec.messages(prompt.text), params, reserve, started)
+            outcome, attempts = await self.sender.send(out, asks=group.indexes)
         if isinstance(outcome, SplitterError):
             if state.fatal is None and alone_may_pass(outcome):
                 await self._repair(group.indexes)

@@ -16,6 +16,7 @@ from ._estimate import count_tokens
 from ._exceptions import InvalidInputError
 from ._policy import Policy
 from ._questions import Question
+from ._responses_api import check_keywords
 
 __all__ = [
     "QuestionLike",
@@ -50,6 +51,7 @@ def normalize_questions(
     items = [_to_question(i, item) for i, item in enumerate(questions)]
     seen: dict[str, int] = {}
     for i, q in enumerate(items):
+        _check_own_request(i, q, policy)
         _check_size(i, q, policy, model)
         if q.id is not None:
             if q.id in seen:
@@ -64,6 +66,7 @@ def map_item(index: int, item: object, *, policy: Policy, model: str) -> Questio
     """One item of :meth:`Splitter.amap`'s input, checked as ``aask_many`` checks it; a
     question that depends on another is refused (map answers each on its own)."""
     question = _to_question(index, item)
+    _check_own_request(index, question, policy)
     _check_size(index, question, policy, model)
     refs = [*question.depends_on, *(m["ref"] for m in PLACEHOLDER.finditer(question.text))]
     if refs:
@@ -108,13 +111,16 @@ _OWNED_BY_QUESTION = {
 }
 
 
-def _check_own_request(index: int, question: Question) -> None:
+def _check_own_request(index: int, question: Question, policy: Policy) -> None:
     """A question's own keywords, refused as the batch's are (naming the item)."""
-    if question.params:
-        try:
-            _check_owned(question.params, f"questions[{index}].params keyword", _OWNED_BY_QUESTION)
-        except InvalidInputError as exc:
-            raise InvalidInputError(str(exc), index=index) from None
+    if not question.params:
+        return
+    try:
+        _check_owned(question.params, "keyword", _OWNED_BY_QUESTION)
+        if policy.api == "responses":
+            check_keywords(question.params)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"questions[{index}].params: {exc}", index=index) from None
 
 
 def choose_model(model: str | None, default: str | None) -> str:
@@ -144,7 +150,6 @@ def _check_size(index: int, question: Question, policy: Policy, model: str) -> N
 
 def _to_question(index: int, item: object) -> Question:
     if isinstance(item, Question):
-        _check_own_request(index, item)
         return item
     if not isinstance(item, str):
         raise InvalidInputError(

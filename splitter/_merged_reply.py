@@ -81,8 +81,9 @@ def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:
     the shares add up to the total exactly."""
     n = len(texts)
     prompts = _apportion(total.prompt_tokens, [1.0] * n)
+    cached = _apportion(total.cached_tokens, [1.0] * n)
     completions = _apportion(total.completion_tokens, [max(1, len(t)) for t in texts.values()])
-    return [Usage(p, c) for p, c in zip(prompts, completions, strict=True)]
+    return [Usage(p, c, h) for p, c, h in zip(prompts, completions, cached, strict=True)]
 
 
 def _apportion(total: int, weights: Sequence[float]) -> list[int]:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._cache import Cache
+from ._pricing import Pricing
 from ._service_model import ServicePrior
 
 __all__ = [
@@ -228,6 +229,17 @@ class Policy(_Config):
         description="Splitter.aask_one: calls sharing an isolation_key (and model, system and "
         "keywords) that arrive within this many milliseconds of the first are planned as one "
         "batch, so a tight budget can merge them; None: every call is asked alone.",
+    )
+    api: Literal["chat", "responses"] = Field(
+        "chat",
+        description="Which API each request goes to: chat completions, or the Responses API "
+        "(client.responses.create; max_tokens is sent as max_output_tokens, a leading system "
+        "prompt as instructions, response_format as text.format).",
+    )
+    pricing: Pricing | tuple[Pricing, ...] | None = Field(
+        None,
+        description="Your price table (per million tokens, per model): RunStats.cost and "
+        "BatchResult.explain() then show what a batch cost, cached input priced as such.",
     )
     cache: Cache | None = Field(
         None,

@@ -5,6 +5,7 @@ executor wired once per call, dependency waves (``_waves``), and ``amap``'s batc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ from typing import Protocol
 import openai
 
 from ._cache import store_for
-from ._cache_run import run_cached
+from ._cache_run import RunMisses, run_cached
 from ._dag import Graph
 from ._endpoint import Endpoint, endpoint_for
 from ._estimate import plan_items, preamble_tokens
@@ -23,6 +24,7 @@ from ._map import RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, plan_wave
 from ._policy import Policy
+from ._pricing import price_for
 from ._progress import Progress
 from ._questions import Answer, BatchResult, Question
 from ._request_spec import RequestSpec
@@ -96,42 +98,40 @@ class Runner:
         relay: Relay | None = None,
     ) -> BatchResult:
         """Plan and send ``items`` (in dependency waves if any depends on another)."""
+        return self._priced(await self._run(items, deps, spec, events, relay), spec.model)
+
+    def _priced(self, result: BatchResult, model: str) -> BatchResult:
+        """``result`` with its cost, where the policy prices ``model``."""
+        price = price_for(self.policy.pricing, model)
+        if price is None:
+            return result
+        stats = dataclasses.replace(result.stats, cost=result.usage.cost(price))
+        return dataclasses.replace(result, stats=stats)
+
+    async def _run(
+        self,
+        items: list[Question],
+        deps: Graph,
+        spec: RequestSpec,
+        events: Emitter,
+        relay: Relay | None,
+    ) -> BatchResult:
         async with self._client_for() as client:
             endpoint, executor = self._executor(client, spec.model)
             to_relay = _answers_to(relay, events)
             live = relay is not None and relay.ordered
-            cache = self.policy.cache
-            if not any(deps) and cache is None:
-                plan = self.plan(items, spec, endpoint, first_alone=live)
-                events.planned(plan, 0)
-                return await executor.run(
-                    items, plan, spec, on_answer=to_relay, relay=relay, events=events
-                )
-            if not any(deps) and cache is not None:
+            if not any(deps):
 
                 async def send(
-                    wave: list[Question], positions: list[int], on_answer: Callable[[Answer], None]
+                    wave: list[Question], sent: list[int], told: Callable[[Answer], None] | None
                 ) -> BatchResult:
                     plan = self.plan(wave, spec, endpoint, first_alone=live)
-                    events.planned(plan, 0, positions)
+                    events.planned(plan, 0, sent)
                     return await executor.run(
-                        wave,
-                        plan,
-                        spec,
-                        on_answer=on_answer,
-                        relay=relay,
-                        positions=positions,
-                        events=events,
+                        wave, plan, spec, on_answer=told, relay=relay, positions=sent, events=events
                     )
 
-                return await run_cached(
-                    items,
-                    spec,
-                    store=store_for(cache),
-                    base_url=_base_url(client),
-                    run=send,
-                    on_answer=to_relay,
-                )
+                return await self._at_once(client, items, spec, send, to_relay)
 
             def plan_wave(wave: list[Question]) -> Plan:
                 return self.plan(wave, spec, endpoint, first_alone=live)
@@ -189,7 +189,7 @@ class Runner:
                     events.answer(answer, positions[answer.index])
 
                 async def send(
-                    wave: list[Question], sent: list[int], told: Callable[[Answer], None]
+                    wave: list[Question], sent: list[int], told: Callable[[Answer], None] | None
                 ) -> BatchResult:
                     plan = self.plan(wave, spec, endpoint)
                     where = [positions[i] for i in sent]
@@ -198,18 +198,8 @@ class Runner:
                         wave, plan, spec, on_answer=told, positions=where, events=events
                     )
 
-                cache = self.policy.cache
-                if cache is None:
-                    result = await send(items, list(range(len(items))), arrive)
-                else:
-                    result = await run_cached(
-                        items,
-                        spec,
-                        store=store_for(cache),
-                        base_url=_base_url(client),
-                        run=send,
-                        on_answer=arrive,
-                    )
+                result = await self._at_once(client, items, spec, send, arrive)
+                result = self._priced(result, spec.model)
                 events.finished(result, positions)
                 return result
 
@@ -219,9 +209,28 @@ class Runner:
                 if own_bar and bar is not None:
                     bar.close()
 
+    async def _at_once(
+        self,
+        client: Client,
+        items: list[Question],
+        spec: RequestSpec,
+        send: RunMisses,
+        on_answer: Callable[[Answer], None] | None,
+    ) -> BatchResult:
+        """Questions that need no other's answer: sent as one planned batch, or through the
+        response cache when the policy has one (which sends only what it cannot give)."""
+        cache = self.policy.cache
+        if cache is None:
+            return await send(items, list(range(len(items))), on_answer)
+        store, base_url = store_for(cache), _base_url(client)
+        return await run_cached(
+            items, spec, store=store, base_url=base_url, run=send, on_answer=on_answer
+        )
+
     def _executor(self, client: Client, model: str) -> tuple[Endpoint, Executor]:
         endpoint = self.endpoint(client, model)
-        backend = OpenAIBackend(client, max_threads=self.policy.limits.max_concurrency)
+        policy = self.policy
+        backend = OpenAIBackend(client, max_threads=policy.limits.max_concurrency, api=policy.api)
         return endpoint, Executor(backend, self.policy, endpoint)
 
     @asynccontextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -37,11 +38,24 @@ from ._run_state import RunState, Stopped
 from ._service_model import Observation
 from ._turns import Started
 
-__all__ = ["Sender"]
+__all__ = ["Outgoing", "Sender"]
 
 _OVERLOADED = frozenset({503, 529})  # the service says it is overloaded: send less at once
 # Failures every request of the batch would meet: a bad key, no access, no such model.
 _BATCH_WIDE_STATUS = frozenset({401, 403, 404})
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One logical request as every attempt sends it. ``reserve``: the tokens it books in
+    the budget; ``started`` fires once its first attempt holds a concurrency slot;
+    ``streamed`` is the question whose answer it streams to the relay, if there is one."""
+
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    reserve: int
+    started: Started | None = None
+    streamed: int | None = None
 
 
 class Sender:
@@ -51,19 +65,10 @@ class Sender:
         self.run = run
 
     async def send(
-        self,
-        messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        reserve: int,
-        started: Started | None = None,
-        streamed: int | None = None,
-        *,
-        asks: Sequence[int],
+        self, out: Outgoing, *, asks: Sequence[int]
     ) -> tuple[Completion | SplitterError, int]:
-        """One logical request with its retries: the completion, or the final error.
-        ``started`` fires once its first attempt holds a concurrency slot; ``streamed`` is
-        the question whose answer it streams to the relay, if there is one; ``asks`` are
-        the questions it asks (for its events)."""
+        """One logical request with its retries: the completion, or the final error, and
+        the attempts made; ``asks`` are the questions it asks (for its events)."""
         run = self.run
         attempts = 0
         request = None
@@ -77,13 +82,11 @@ class Sender:
                 request.retry_scheduled(state)
 
         try:
-            self._check_fits(reserve)
+            self._check_fits(out.reserve)
             async for attempt in retrying(run.policy.retry, before_sleep=before_sleep):
                 with attempt:
                     attempts += 1
-                    completion = await self._attempt(
-                        messages, params, reserve, started, streamed, (request, attempts)
-                    )
+                    completion = await self._attempt(out, (request, attempts))
                     return completion, attempts
         except Stopped as stopped:
             assert run.fatal is not None
@@ -102,18 +105,11 @@ class Sender:
                 f"token budget of {cap:.0f}; lower max_tokens or shorten the question"
             )
 
-    async def _attempt(
-        self,
-        messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        reserve: int,
-        started: Started | None = None,
-        streamed: int | None = None,
-        told: tuple[RequestTold | None, int] = (None, 0),
-    ) -> Completion:
+    async def _attempt(self, out: Outgoing, told: tuple[RequestTold | None, int]) -> Completion:
         """One attempt; ``told`` is the request its events name (None: no one listens) and
         the attempt's number."""
         run = self.run
+        reserve, started, streamed = out.reserve, out.started, out.streamed
         shown = self._shown(streamed)
         if shown is not None:
             raise StreamInterruptedError(
@@ -149,7 +145,7 @@ class Sender:
             sent_at = _clock.now()
             token = run.endpoint.meter.start(sent_at)
             try:
-                completion = await self._checked_call(messages, params, streamed)
+                completion = await self._checked_call(out.messages, out.params, streamed)
             except BaseException as exc:
                 if request is not None:
                     request.finished(attempt, sent_at, error=exc)

@@ -36,6 +36,7 @@ from ._policy import Policy
 from ._progress import progress_bar
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, check_sendable
 from ._request_spec import RequestSpec
+from ._responses_api import check_keywords
 from ._runner import Client, Runner, Settings
 from ._service_model import ServiceModel
 from ._stream import AnswerStream, Relay
@@ -76,6 +77,8 @@ class Session:
         """What every request of a call is sent with, checked."""
         check_sendable(system, "system")
         check_isolation_key(isolation_key)
+        if self.policy.api == "responses":
+            check_keywords(params)
         return RequestSpec(model, system, check_params(params, self.policy), isolation_key)
 
     async def ask_many(

@@ -213,24 +213,29 @@ async def test_a_question_with_its_own_system_is_its_own_cache_entry(
     [
         pytest.param(
             Question(text="q", params={"model": "gpt-4o"}),
-            "questions[1].params keyword 'model' is not accepted",
+            "questions[1].params: keyword 'model' is not accepted",
             id="own-model",
         ),
         pytest.param(
             Question(text="q", params={"stream": True}),
-            "questions[1].params keyword 'stream' is not accepted",
+            "questions[1].params: keyword 'stream' is not accepted",
             id="own-stream",
         ),
         pytest.param(
             Question(text="q", params={"messages": []}),
-            "questions[1].params keyword 'messages' is not accepted: pass the history as "
+            "questions[1].params: keyword 'messages' is not accepted: pass the history as "
             "Question(messages=...)",
             id="own-messages",
         ),
         pytest.param(
             Question(text="q", params={"system": "x"}),
-            "questions[1].params keyword 'system' is not accepted: pass Question(system=...)",
+            "questions[1].params: keyword 'system' is not accepted: pass Question(system=...)",
             id="system-as-keyword",
+        ),
+        pytest.param(
+            Question(text="q", params={"seed": 1}),
+            "questions[1].params: keyword 'seed' has no Responses API equivalent",
+            id="responses-api",
         ),
     ],
 )
@@ -239,11 +244,12 @@ async def test_a_question_s_keywords_splitter_owns_are_refused(
 ) -> None:
     """Refused before any request, naming the item and the keyword (as the batch's are)."""
     service = _service()
+    policy = Policy(api="responses")
     async with _client(service, "inprocess") as (client, _):
         with pytest.raises(InvalidInputError) as caught:
-            await Splitter(client).aask_many(["fine", question], model=MODEL)
+            await Splitter(client, policy=policy).aask_many(["fine", question], model=MODEL)
         with pytest.raises(InvalidInputError, match=r"questions\[1\]\.params"):
-            await _drain(Splitter(client), ["fine", question])
+            await _drain(Splitter(client, policy=policy), ["fine", question])
     assert str(caught.value).startswith(message)
     assert caught.value.index == 1
     assert len(service.log) <= 1  # amap may have asked the good one; the batch asked none
