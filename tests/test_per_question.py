@@ -293,3 +293,72 @@ def test_an_assistant_message_with_tool_calls_needs_no_content_and_questions_sti
     assert q.messages[0]["tool_calls"] == [call]
     assert hash(Question(text="q", params={"temperature": 0})) == hash(Question(text="q"))
     assert Question(text="q", params={"temperature": 0}) != Question(text="q")
+
+
+async def test_streamed_and_dependent_questions_keep_their_own_requests(door: str) -> None:
+    """astream sends each question with its own system prompt (streamed); a question that
+    waits for another's answer is sent, filled in, with its own history and keywords."""
+    streamed = [
+        Question(text="Stream plain?"),
+        Question(text="Stream own?", system="Own streamed system."),
+    ]
+    service = _service()
+    async with _client(service, door) as (client, bodies):
+        splitter = Splitter(client, policy=Policy(strategy="fanout"))
+        async with splitter.astream(streamed, model=MODEL, system="Batch system.") as events:
+            finals = [e.answer async for e in events if e.answer is not None]
+        stream_bodies = _by_question(bodies)
+        bodies.clear()
+        dependent = [
+            Question(text="Name a colour.", id="colour"),
+            Question(
+                text="What rhymes with {answer:colour}?",
+                messages=HISTORY,
+                params={"temperature": 0.3},
+            ),
+        ]
+        result = await splitter.aask_many(dependent, model=MODEL)
+    assert [a.index for a in finals] == [0, 1]
+    assert all(a.ok for a in finals)
+    assert stream_bodies["Stream own?"]["stream"] is True
+    assert stream_bodies["Stream own?"]["messages"][0]["content"] == "Own streamed system."
+    assert stream_bodies["Stream plain?"]["messages"][0]["content"] == "Batch system."
+    assert result.ok
+    assert [a.wave for a in result] == [0, 1]
+    (second,) = [b for b in bodies if b["messages"][-1]["content"].startswith("What rhymes")]
+    assert second["messages"][:-1] == list(HISTORY)
+    assert second["temperature"] == 0.3
+    assert result[0].text is not None
+    assert result[0].text in second["messages"][-1]["content"]  # its dependency filled in
+
+
+async def test_own_requests_go_to_the_responses_api_too() -> None:
+    """With Policy(api="responses"): a question's own system prompt is its instructions and
+    its history leads its input."""
+    questions = [
+        Question(text="Responses own?", system="Own instructions.", messages=HISTORY),
+        "Responses plain?",
+    ]
+    service = _service()
+    kept: list[dict[str, Any]] = []
+
+    async def keep(request: httpx.Request) -> None:
+        kept.append(json.loads(request.content))
+
+    http = openai.DefaultAsyncHttpxClient(
+        transport=service.transport(), event_hooks={"request": [keep]}
+    )
+    async with openai.AsyncOpenAI(
+        base_url=service.base_url, api_key="sk-sim", http_client=http
+    ) as client:
+        result = await Splitter(
+            client, policy=Policy(api="responses", strategy="fanout")
+        ).aask_many(questions, model=MODEL, system="Batch instructions.")
+    assert result.ok
+    assert_answers_match(result)
+    assert {r.path for r in service.log} == {"/v1/responses"}
+    own = next(b for b in kept if b["input"][-1]["content"] == "Responses own?")
+    plain = next(b for b in kept if b["input"][-1]["content"] == "Responses plain?")
+    assert own["instructions"] == "Own instructions."
+    assert own["input"][:-1] == list(HISTORY)
+    assert plain["instructions"] == "Batch instructions."
