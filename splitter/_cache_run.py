@@ -45,10 +45,11 @@ async def run_cached(
             isolation_key=spec.isolation_key,
             base_url=base_url,
             model=spec.model,
-            messages=spec.messages(q.text),
-            params=spec.capped(q.max_tokens),
+            messages=own.messages(q.text),  # its own system prompt and history included
+            params=own.capped(q.max_tokens),
         )
         for q in items
+        for own in (spec.of(q),)
     ]
     found = await anyio.to_thread.run_sync(store.get_many, [k for k in keys if k is not None])
     answers: list[Answer | None] = [None] * len(items)

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import tiktoken
 
@@ -219,23 +219,40 @@ def plan_items(
     lengths: OutputLengths,
     indexes: Sequence[int] | None = None,
 ) -> list[PlanItem]:
-    """``items`` as the planner sees them: tokens in (counted once each), tokens expected
-    out (from ``lengths``, within the cap) and the cap; ``indexes`` are their positions
-    (default: their order)."""
-    cap = spec.params.get("max_tokens", spec.params.get("max_completion_tokens"))
-    return [
-        PlanItem(
-            index=i if indexes is None else indexes[i],
-            input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD,
-            output_tokens=lengths.estimate(
-                q.text, expected=q.expected_tokens, cap=q.max_tokens or cap
-            ),
-            max_tokens=q.max_tokens or cap,
+    """``items`` as the planner sees them: tokens in (counted once each, a history of its
+    own included), tokens expected out (from ``lengths``, within the cap), the cap, and
+    what a question's own request changes: its shape (only questions of one shape are
+    merged) and its own system prompt's tokens; ``indexes`` are their positions (default:
+    their order)."""
+    planned = []
+    for i, q in enumerate(items):
+        own = spec.of(q)
+        cap = q.max_tokens or own.cap
+        history = sum(_message_tokens(m, spec.model) for m in own.history)
+        planned.append(
+            PlanItem(
+                index=i if indexes is None else indexes[i],
+                input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD + history,
+                output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
+                max_tokens=cap,
+                shape=spec.shape(q, i),
+                preamble=preamble_tokens(own) if own.system != spec.system else None,
+            )
         )
-        for i, q in enumerate(items)
-    ]
+    return planned
 
 
 def preamble_tokens(spec: RequestSpec) -> int:
     """What every request of the batch reads before its question: the system prompt."""
     return count_tokens(spec.system, spec.model) + MESSAGE_OVERHEAD if spec.system else 0
+
+
+def _message_tokens(message: dict[str, Any], model: str) -> int:
+    """A history message's tokens: its text (a list of parts: their text, or their str)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(
+            str(p.get("text", p)) if isinstance(p, dict) else str(p) for p in content
+        )
+    text = content if isinstance(content, str) else ""
+    return count_tokens(text, model) + MESSAGE_OVERHEAD if text else MESSAGE_OVERHEAD

@@ -134,10 +134,11 @@ class _Run:
     async def single(self, index: int, via: Via, started: Started | None = None) -> None:
         state = self.state
         question = state.questions[index]
-        params = state.spec.capped(question.max_tokens)
+        spec = state.spec.of(question)  # its own system prompt, history and keywords
         try:
             with started or Started.unordered():
-                messages = state.spec.messages(question.text)
+                messages = spec.messages(question.text)
+                params = spec.capped(question.max_tokens)
                 out = Outgoing(messages, params, state.reserve_single(index), started, index)
                 outcome, attempts = await self.sender.send(out, asks=(index,))
         finally:
@@ -163,10 +164,12 @@ class _Run:
     async def merged(self, group: Group, started: Started) -> None:
         state = self.state
         prompt = build_merged_prompt([state.questions[i].text for i in group.indexes])
-        params = state.spec.capped(group.max_tokens)
+        # Merged questions share one request shape (the planner's grouping): the first's.
+        spec = state.spec.of(state.questions[group.indexes[0]])
+        params = spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         with started:
-            out = Outgoing(state.spec.messages(prompt.text), params, reserve, started)
+            out = Outgoing(spec.messages(prompt.text), params, reserve, started)
             outcome, attempts = await self.sender.send(out, asks=group.indexes)
         if isinstance(outcome, SplitterError):
             if state.fatal is None and alone_may_pass(outcome):

@@ -16,6 +16,7 @@ from ._estimate import count_tokens
 from ._exceptions import InvalidInputError
 from ._policy import Policy
 from ._questions import Question
+from ._responses_api import check_keywords
 
 __all__ = [
     "QuestionLike",
@@ -50,6 +51,7 @@ def normalize_questions(
     items = [_to_question(i, item) for i, item in enumerate(questions)]
     seen: dict[str, int] = {}
     for i, q in enumerate(items):
+        _check_own_request(i, q, policy)
         _check_size(i, q, policy, model)
         if q.id is not None:
             if q.id in seen:
@@ -64,6 +66,7 @@ def map_item(index: int, item: object, *, policy: Policy, model: str) -> Questio
     """One item of :meth:`Splitter.amap`'s input, checked as ``aask_many`` checks it; a
     question that depends on another is refused (map answers each on its own)."""
     question = _to_question(index, item)
+    _check_own_request(index, question, policy)
     _check_size(index, question, policy, model)
     refs = [*question.depends_on, *(m["ref"] for m in PLACEHOLDER.finditer(question.text))]
     if refs:
@@ -88,12 +91,36 @@ def check_map_input(questions: object, window: object) -> None:
 def check_params(params: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """The caller's request keywords, refused if splitter owns one; the policy's timeout
     added unless the caller set one."""
-    for key, why in _OWNED_PARAMS.items():
-        if key in params and not (key == "n" and params[key] == 1):
-            raise InvalidInputError(f"keyword {key!r} is not accepted: {why}")
+    _check_owned(params, "keyword", _OWNED_PARAMS)
     if policy.timeout is not None:
         params.setdefault("timeout", policy.timeout)
     return params
+
+
+def _check_owned(params: dict[str, Any], what: str, owned: dict[str, str]) -> None:
+    for key, why in owned.items():
+        if key in params and not (key == "n" and params[key] == 1):
+            raise InvalidInputError(f"{what} {key!r} is not accepted: {why}")
+
+
+# A question's own keywords: those of the batch, and what Question has a field for.
+_OWNED_BY_QUESTION = {
+    **_OWNED_PARAMS,
+    "messages": "pass the history as Question(messages=...) and the question as its text",
+    "system": "pass Question(system=...)",
+}
+
+
+def _check_own_request(index: int, question: Question, policy: Policy) -> None:
+    """A question's own keywords, refused as the batch's are (naming the item)."""
+    if not question.params:
+        return
+    try:
+        _check_owned(question.params, "keyword", _OWNED_BY_QUESTION)
+        if policy.api == "responses":
+            check_keywords(question.params)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"questions[{index}].params: {exc}", index=index) from None
 
 
 def choose_model(model: str | None, default: str | None) -> str:

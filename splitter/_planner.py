@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ._budget import BudgetSnapshot
@@ -40,6 +40,10 @@ class PlanItem:
     input_tokens: int
     output_tokens: int  # expected
     max_tokens: int | None = None  # the caller's cap
+    # Questions are merged only with others of the same shape: None is the batch's own
+    # request; a question's own system prompt or keywords make another (RequestSpec.shape).
+    shape: Hashable = None
+    preamble: int | None = None  # its own system prompt's tokens, in place of the batch's
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,19 +150,13 @@ def plan_wave(
         raise ValueError("nothing to plan")
     apart = [it for it in items if it.index == alone]
     rest = [it for it in items if it.index != alone] if apart else list(items)
-    longest_first = sorted(rest, key=lambda it: (-it.output_tokens, it.index))
     ahead = [_group(apart, 0, 1.0, preamble_tokens)] if apart else []
     # A re-ask costs a round trip and a first token before its own answer: in tokens of
     # decode time, that lead is (rtt + ttft0) / tpot1.
     repair = _Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
     candidates = tuple(
-        _price(
-            [*ahead, *_groups(longest_first, k, policy, preamble_tokens, repair)],
-            estimate,
-            budget,
-            concurrency,
-        )
-        for k in (_candidate_ks(len(rest), policy) if rest else [])
+        _price([*ahead, *groups], estimate, budget, concurrency)
+        for groups in _groupings(rest, policy, preamble_tokens, repair)
     ) or (_price(ahead, estimate, budget, concurrency),)
     # A merged request that can never fit the token budget or the context is not a plan.
     limit = _request_limit(budget, policy)
@@ -177,6 +175,45 @@ def _overflows(candidate: Candidate, cap: float | None) -> bool:
         g.merged and g.input_tokens + (g.max_tokens or g.output_tokens) > cap
         for g in candidate.groups
     )
+
+
+def _groupings(
+    items: list[PlanItem], policy: Policy, preamble: int, repair: _Repair
+) -> Iterator[list[Group]]:
+    """Each candidate's requests. Questions of one shape (the usual case): every k from
+    ``_candidate_ks``. Of several shapes: each shape grouped on its own, the same largest
+    group size for all, for every size up to the merge cap."""
+    shapes: dict[Hashable, list[PlanItem]] = {}
+    for item in items:
+        shapes.setdefault(item.shape, []).append(item)
+    if len(shapes) <= 1:
+        longest_first = _longest_first(items)
+        for k in _candidate_ks(len(items), policy) if items else []:
+            yield _groups(longest_first, k, policy, preamble, repair)
+        return
+    seen: set[tuple[int, ...]] = set()
+    for size in _candidate_sizes(policy):
+        ks = tuple(math.ceil(len(members) / size) for members in shapes.values())
+        if ks not in seen:
+            seen.add(ks)
+            yield [
+                group
+                for members, k in zip(shapes.values(), ks, strict=True)
+                for group in _groups(_longest_first(members), k, policy, preamble, repair)
+            ]
+
+
+def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
+    return sorted(items, key=lambda it: (-it.output_tokens, it.index))
+
+
+def _candidate_sizes(policy: Policy) -> list[int]:
+    cap = policy.merge.max_per_request
+    if policy.strategy == "fanout" or cap == 1:
+        return [1]
+    if policy.strategy == "merge":
+        return [cap]
+    return list(range(1, cap + 1))
 
 
 def _candidate_ks(n: int, policy: Policy) -> list[int]:
@@ -213,7 +250,7 @@ def _groups(
     """k groups balanced by expected output: longest first onto the lightest open group."""
     if k == len(longest_first):
         return [
-            Group((it.index,), preamble + it.input_tokens, it.output_tokens, it.max_tokens)
+            Group((it.index,), _preamble(it, preamble) + it.input_tokens, *_out(it))
             for it in longest_first
         ]
     cap = policy.merge.max_per_request
@@ -234,10 +271,9 @@ def _group(
     """One request for ``members``: merged when there are several, in their input order."""
     if len(members) == 1:
         (only,) = members
-        return Group(
-            (only.index,), preamble + only.input_tokens, only.output_tokens, only.max_tokens
-        )
+        return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
     members.sort(key=lambda it: it.index)
+    preamble = _preamble(members[0], preamble)  # one shape: one system prompt
     inputs = outputs = caps = 0
     for it in members:
         inputs += it.input_tokens
@@ -254,6 +290,14 @@ def _group(
         outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
     )
+
+
+def _preamble(item: PlanItem, batch: int) -> int:
+    return batch if item.preamble is None else item.preamble
+
+
+def _out(item: PlanItem) -> tuple[int, int | None]:
+    return item.output_tokens, item.max_tokens
 
 
 def _price(

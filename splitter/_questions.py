@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,7 +29,14 @@ __all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "U
 
 
 class Question(BaseModel):
-    """One question, with the per-question knobs the planner may use."""
+    """One question, with the per-question knobs the planner may use.
+
+    ``system``, ``messages`` and ``params`` make the question's request its own: each one
+    given replaces (``system``) or extends (``params``, key by key) what the batch passes
+    (``ask_many(system=..., **params)``); ``max_tokens`` here wins over both. Questions are
+    merged into one request only when their requests agree on all of these, and a question
+    with ``messages`` (a conversation before it) is always asked alone.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -42,6 +49,52 @@ class Question(BaseModel):
         description="Questions whose answers this one needs: their ids, or 0-based positions. "
         "It is sent once they are answered, with their answers in its prompt.",
     )
+    system: str | None = Field(
+        None,
+        description="Its own system prompt, in place of the batch's system=; '' for none.",
+    )
+    messages: tuple[dict[str, Any], ...] = Field(
+        (),
+        description="Chat messages sent before the question (its history), as they are; "
+        "after the system prompt. A question with history is never merged with another.",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Request keywords of its own (temperature, max_tokens, response_format, "
+        "...), each over the batch's keyword of the same name.",
+    )
+    metadata: Any = Field(
+        None,
+        description="Anything of yours carried to its answer (Answer.question.metadata) "
+        "and to splitter run's output line; never sent.",
+    )
+
+    def __hash__(self) -> int:
+        # Over the hashable fields only (messages, params and metadata may hold dicts):
+        # equal questions still hash alike.
+        fields = (self.text, self.id, self.max_tokens, self.expected_tokens, self.depends_on)
+        return hash((*fields, self.system))
+
+    @property
+    def has_own_request(self) -> bool:
+        """Whether it brings a system prompt, history or request keywords of its own."""
+        return self.system is not None or bool(self.messages) or bool(self.params)
+
+    @field_validator("system")
+    @classmethod
+    def _system_sendable(cls, system: str | None) -> str | None:
+        if system is not None and (at := unsendable_at(system)) is not None:
+            raise ValueError(_UNSENDABLE.format(what="the system prompt", at=at))
+        return system
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _chat_messages(cls, messages: object) -> tuple[dict[str, Any], ...]:
+        if isinstance(messages, str | bytes | dict) or not isinstance(messages, list | tuple):
+            raise ValueError(
+                f"messages must be a list of chat messages, not {type(messages).__name__}"
+            )
+        return tuple(_chat_message(k, m) for k, m in enumerate(messages))
 
     @field_validator("text")
     @classmethod
@@ -54,6 +107,31 @@ class Question(BaseModel):
 
 
 _UNSENDABLE = "{what} holds a lone surrogate at position {at}, which cannot be sent as UTF-8"
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _chat_message(k: int, message: object) -> dict[str, Any]:
+    """``messages[k]`` checked as a chat message: a dict with a known ``role`` and a
+    ``content`` (an assistant's may have ``tool_calls`` instead); a copy of it."""
+    if not isinstance(message, dict):
+        raise ValueError(
+            f"messages[{k}] must be a chat message (a dict with 'role' and 'content'), "
+            f"not {type(message).__name__}"
+        )
+    role = message.get("role")
+    if role not in _ROLES:
+        raise ValueError(f"messages[{k}] has role {role!r}, not one of {sorted(_ROLES)}")
+    if "content" not in message and not (role == "assistant" and "tool_calls" in message):
+        raise ValueError(f"messages[{k}] has no 'content'")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise ValueError(
+            f"messages[{k}] content must be a string or a list of parts, "
+            f"not {type(content).__name__}"
+        )
+    if isinstance(content, str) and (at := unsendable_at(content)) is not None:
+        raise ValueError(_UNSENDABLE.format(what=f"messages[{k}] content", at=at))
+    return dict(message)
 
 
 def unsendable_at(text: str) -> int | None:

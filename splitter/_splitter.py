@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterable, Generator, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import openai
 
@@ -271,14 +271,19 @@ class Splitter:
         sync_seconds: float = 1.0,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
+        output_format: Literal["splitter", "batch"] = "splitter",
         **params: Any,
     ) -> FileRun:
         """Answer a JSONL file of questions into a JSONL file of answers, resumably.
 
         Input lines: ``{"id": ..., "question": ...}`` (plus ``expected_tokens``,
-        ``max_tokens``); the whole file is checked before any request. Each answer is
-        appended to ``out`` as ``{"id": ..., "answer": ..., "error": ...}`` when it
-        finishes (flushed at once, fsynced every ``sync_every`` lines or ``sync_seconds``).
+        ``max_tokens``, ``system``, ``messages``, ``params``, ``metadata``), or OpenAI Batch
+        API request lines (``custom_id``, ``method``, ``url``, ``body``); the whole file is
+        checked before any request. Each answer is appended to ``out`` when it finishes as
+        ``{"id": ..., "answer": ..., "error": ...}``, or as a Batch API output line with
+        ``output_format="batch"`` (``metadata`` copied to it either way), flushed at once
+        and fsynced every ``sync_every`` lines or ``sync_seconds``. Without a ``model``
+        here or on the Splitter, the model the Batch API bodies name is asked.
         Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
         again (``retry_failed=False`` keeps their errors). An existing ``out`` holding any
         line that is not such an answer line, or ``out`` naming the input file, is an
@@ -286,7 +291,7 @@ class Splitter:
         stays bounded by ``window``, plus the set of ids. ``progress=True``: a bar over
         the whole file, starting at the ids done before. See docs/batch-files.md.
         """
-        settings = FileSettings(window, retry_failed, sync_every, sync_seconds)
+        settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
         hooks = (on_event, progress)
         return await run_file(self._session, questions, out, model, system, settings, hooks, params)
 
@@ -303,10 +308,11 @@ class Splitter:
         sync_seconds: float = 1.0,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
+        output_format: Literal["splitter", "batch"] = "splitter",
         **params: Any,
     ) -> FileRun:
         """The sync twin of :meth:`arun_file`."""
-        settings = FileSettings(window, retry_failed, sync_every, sync_seconds)
+        settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
         hooks, session = (on_event, progress), self._session
         return call_sync(run_file, session, questions, out, model, system, settings, hooks, params)
 

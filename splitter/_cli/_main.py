@@ -145,16 +145,22 @@ def _parser() -> argparse.ArgumentParser:
     run = command(
         "run",
         "answer a JSONL file of questions into a JSONL file of answers; resumable",
-        'Read questions, one JSON object a line: {"id": ..., "question": ...}. Append an '
-        'answer line {"id": ..., "answer": ..., "error": ...} to --out as each one finishes. '
-        "Stopped or crashed? Run the same command again: answered ids are skipped and "
-        "failed ones asked again. See docs/batch-files.md.",
+        'Read questions, one JSON object a line: {"id": ..., "question": ...}, or OpenAI '
+        'Batch API request lines {"custom_id": ..., "body": {...}}. Append an answer line '
+        '{"id": ..., "answer": ..., "error": ...} (or, with --output-format batch, a Batch '
+        "API output line) to --out as each one finishes. Stopped or crashed? Run the same "
+        "command again: answered ids are skipped and failed ones asked again. See "
+        "docs/batch-files.md.",
     )
     run.add_argument("questions", metavar="QUESTIONS.jsonl", help="the questions file")
     run.add_argument(
         "--out", required=True, metavar="ANSWERS.jsonl", help="the answers file (appended to)"
     )
-    run.add_argument("--model", required=True, help="the model to ask")
+    run.add_argument(
+        "--model",
+        default=None,
+        help="the model to ask (default: the one the Batch API lines' body names)",
+    )
     _endpoint_arguments(run)
     run.add_argument("--system", default=None, help="a system prompt sent with every request")
     run.add_argument(
@@ -168,6 +174,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--keep-failed", action="store_true", help="do not ask failed ids again on a rerun"
+    )
+    run.add_argument(
+        "--output-format",
+        choices=["splitter", "batch"],
+        default="splitter",
+        help='splitter: {"id", "answer", "error"} lines; batch: OpenAI Batch API output lines',
     )
     run.add_argument(
         "--progress",

@@ -1,4 +1,5 @@
-"""``splitter run``: a JSONL file of questions into a JSONL file of answers, resumably.
+"""``splitter run``: a JSONL file of questions (splitter's lines or OpenAI Batch API request
+lines) into a JSONL file of answers (splitter's or Batch API output lines), resumably.
 
 Stopped by Ctrl-C, it says how many answers are safely in the output and the
 command that resumes: the same command line, since a rerun skips the ids answered."""
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
                 window=args.window,
                 retry_failed=not args.keep_failed,
                 progress=progress,
+                output_format=args.output_format,
             )
 
     try:
