@@ -6,13 +6,18 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
 
 import pytest
 
+from splitter import InvalidInputError, Policy, Splitter, _estimate
 from splitter._cost_model import ServiceEstimate, simulate
+from splitter._estimate import _CUES, _cue
 from splitter._meter import InFlightMeter
 from splitter._service_model import _DECAY, _dot, _Fit, _solve4
+from splitter.sim import SimService
+from splitter.testing import open_sim_client
 
 
 class _NeverForgets(InFlightMeter):
@@ -175,3 +180,107 @@ def test_simulate_matches_the_plain_event_loop() -> None:
         assert simulate(inputs, outputs, ready, estimate, concurrency) == _reference_simulate(
             inputs, outputs, ready, estimate, concurrency
         )
+
+
+def _reference_cue(text: str) -> tuple[str | None, int | None]:
+    """The cue search with no word filter in front: every pattern, in order."""
+    for cue in _CUES:
+        match = cue.pattern.search(text)
+        if match:
+            if cue.per_item:
+                count = next(int(g) for g in match.groups() if g)
+                return cue.kind, cue.tokens * max(1, count)
+            return cue.kind, cue.tokens
+    return None, None
+
+
+_CUED = [
+    "Answer in one word: is it blue?",
+    "Yes or No: is 7 prime?",
+    "LIST 12 fruits",
+    "name me 3 rivers",
+    "Give 4 examples",
+    "5 Ideas for a party",
+    "Explain it in ONE sentence.",
+    "Briefly, why?",
+    "In short: what is DNS?",
+    "Describe TCP in detail.",
+    "A detailed plan, please",
+    "Step-by-step: bake bread",
+    "Write an essay on rain.",
+    "A comprehensive answer",
+    "Thoroughly compare A and B",
+    "简短回答：天空为什么是蓝色的？",
+    "Kısaca anlat",
+    "KISACA ANLAT",
+    "tek kelimeyle: evet mi?",
+    "AYRINTILI anlat",
+    "ayrIntIlI anlat",
+    "ONE-WORD answer",
+    "What is 2+2?",
+    "Name the capital of France.",
+    "Stepwise? No: one step at a time",
+    "𝔖𝔥𝔬𝔯𝔱 answer in one word",
+]
+
+
+def test_cue_word_filter_changes_no_cue() -> None:
+    """Cued and uncued texts, in mixed case, ASCII and not: the filtered search finds what
+    the full search finds, for each text and for its upper- and lower-cased forms."""
+    texts = [*_CUED, *(f"What is {i} plus {i * 7}?" for i in range(20))]
+    cued = 0
+    for text in texts:
+        for form in (text, text.upper(), text.lower()):
+            assert _cue(form) == _reference_cue(form), form
+            cued += _reference_cue(form)[0] is not None
+    assert cued > 30  # the set exercises the patterns, not only the filter
+
+
+def _counting_encoder(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count every text splitter hands the tokenizer (the real one still encodes it)."""
+    real = _estimate.encoder_for
+    seen: Counter[str] = Counter()
+
+    def encoder_for(model: str) -> Callable[[str], list[int]]:
+        encode = real(model)
+
+        def counted(text: str) -> list[int]:
+            seen[text] += 1
+            return encode(text)
+
+        return counted
+
+    monkeypatch.setattr(_estimate, "encoder_for", encoder_for)
+    return seen
+
+
+def test_plan_encodes_each_question_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Splitter.plan`` of 50 questions: each question's text reaches the tokenizer once
+    (the input check does not encode a text too short to be over the limit)."""
+    seen = _counting_encoder(monkeypatch)
+    questions = [f"What is {i} plus {i * 7}? Answer briefly." for i in range(50)]
+    plan = Splitter(model="gpt-4o-mini").plan(questions)
+    assert sorted(plan.chosen.groups[0].indexes + plan.chosen.groups[-1].indexes)  # planned
+    assert {q: seen[q] for q in questions} == dict.fromkeys(questions, 1)
+
+
+def test_an_over_long_question_is_still_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text long enough to be over ``max_question_tokens`` is still counted and refused."""
+    seen = _counting_encoder(monkeypatch)
+    text = "word " * 40
+    with pytest.raises(InvalidInputError, match=r"over max_question_tokens=30"):
+        Splitter(model="gpt-4o-mini", policy=Policy(max_question_tokens=30)).plan([text])
+    assert seen[text] == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_batch_encodes_each_question_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aask_many`` of 30 questions on the simulated service: each question's text is
+    encoded once from the input check to the last answer (the run reuses the plan's counts)."""
+    seen = _counting_encoder(monkeypatch)
+    questions = [f"Question number {i}: what is {i} squared?" for i in range(30)]
+    async with open_sim_client(SimService("gpt-4o-mini")) as client:
+        result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
+    assert result.stats.failed == 0
+    assert {q: seen[q] for q in questions} == dict.fromkeys(questions, 1)
