@@ -12,9 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from splitter import InvalidInputError, Policy, Splitter, _estimate
+from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._estimate import _CUES, _cue
 from splitter._meter import InFlightMeter
+from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
 from splitter._service_model import _DECAY, _dot, _Fit, _solve4
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
@@ -284,3 +286,50 @@ async def test_a_batch_encodes_each_question_once(monkeypatch: pytest.MonkeyPatc
         result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
     assert result.stats.failed == 0
     assert {q: seen[q] for q in questions} == dict.fromkeys(questions, 1)
+
+
+def _reference_steady(
+    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
+) -> tuple[list[float], list[float]]:
+    """List scheduling as first written: a pop and a push per request."""
+    width = min(len(order), concurrency, estimate.slots or len(order))
+    tpot, fixed = estimate.tpot(width), estimate.rtt + estimate.ttft0
+    free_at = [0.0] * width
+    starts, finishes = [], []
+    for g, allowed in zip(order, ready, strict=True):
+        start = max(heapq.heappop(free_at), allowed)
+        finish = start + fixed + g.input_tokens / estimate.prefill_rate + g.output_tokens * tpot
+        heapq.heappush(free_at, finish)
+        starts.append(start)
+        finishes.append(finish)
+    return starts, finishes
+
+
+@pytest.mark.parametrize("n", [5, 30, 200, 700])
+def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None:
+    """Random waves under a tight budget and none: in every candidate each group lists its
+    questions in input order with the sums of their tokens, the groups run longest first
+    (ties by first question), and a steady schedule is the pop-and-push one."""
+    rng = random.Random(n)
+    items = [
+        PlanItem(i, rng.randint(1, 500), rng.choice([7, rng.randint(1, 600)]), None)
+        for i in range(n)
+    ]
+    rng.shuffle(items)
+    by_index = {it.index: it for it in items}
+    estimate = ServiceEstimate(rtt=0.06, ttft0=0.2, prefill_rate=4000, tpot1=0.01, beta=0.1)
+    tight = BudgetSnapshot(
+        remaining_requests=50, requests_per_second=5, remaining_tokens=20000, tokens_per_second=2e3
+    )
+    for budget in (BudgetSnapshot(), tight):
+        plan = plan_wave(items, estimate=estimate, budget=budget, concurrency=16, policy=Policy())
+        for c in plan.candidates:
+            for g in c.groups:
+                assert list(g.indexes) == sorted(g.indexes)
+                assert g.input_tokens >= sum(by_index[i].input_tokens for i in g.indexes)
+            keys = [(-g.output_tokens, g.indexes[0]) for g in c.groups]
+            assert keys == sorted(keys)
+            if c.k > 128:  # past the event simulation: the steady schedule
+                ready = _budget_ready(list(c.groups), budget)
+                expected = _reference_steady(list(c.groups), ready, estimate, 16)
+                assert (list(c.starts), list(c.finishes)) == expected
