@@ -256,11 +256,13 @@ def _groups(
     cap = policy.merge.max_per_request
     heap = [(0, g) for g in range(k)]
     members: list[list[PlanItem]] = [[] for _ in range(k)]
+    pop, push = heapq.heappop, heapq.heappush
     for item in longest_first:
-        load, g = heapq.heappop(heap)
-        members[g].append(item)
-        if len(members[g]) < cap:
-            heapq.heappush(heap, (load + item.output_tokens, g))
+        load, g = pop(heap)
+        group = members[g]
+        group.append(item)
+        if len(group) < cap:
+            push(heap, (load + item.output_tokens, g))
     floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
     return [_group(m, floor, margin, preamble, repair) for m in members if m]
 
@@ -272,20 +274,17 @@ def _group(
     if len(members) == 1:
         (only,) = members
         return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
-    members.sort(key=lambda it: it.index)
+    # Sums of ints and the repair's longest: the members' order matters only to the indexes.
     preamble = _preamble(members[0], preamble)  # one shape: one system prompt
     inputs = outputs = caps = 0
     for it in members:
         inputs += it.input_tokens
         outputs += it.output_tokens
-        caps += (
-            it.max_tokens
-            if it.max_tokens is not None
-            else max(floor, math.ceil(it.output_tokens * margin))
-        )
+        cap = it.max_tokens
+        caps += cap if cap is not None else max(floor, math.ceil(it.output_tokens * margin))
     markers = ANSWER_MARKER_TOKENS * len(members)
     return Group(
-        tuple(it.index for it in members),
+        tuple(sorted([it.index for it in members])),
         preamble + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
         outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
@@ -305,7 +304,7 @@ def _price(
 ) -> Candidate:
     """Predict the schedule: longest request first, each started when a slot and the budget
     allow, decoding in a shared batch whose per-token time grows with its size."""
-    order = sorted(groups, key=lambda g: (-g.output_tokens, g.indexes[0]))
+    order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
     if len(order) <= _FLUID_UP_TO:
         inputs = [g.input_tokens for g in order]
@@ -313,14 +312,25 @@ def _price(
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
+    cost = 0
+    for g in order:
+        cost += g.input_tokens + g.output_tokens
     return Candidate(
         groups=tuple(order),
         starts=tuple(starts),
         finishes=tuple(finishes),
         latency=max(finishes),
-        cost=sum(g.input_tokens + g.output_tokens for g in order),
+        cost=cost,
         budget_wait=max(ready),
     )
+
+
+def _longest_groups_first(groups: list[Group]) -> list[Group]:
+    """``groups`` by expected output, longest first, then by first question: sorted on one
+    integer, ``first - output * span``, which orders as the pair (-output, first) does."""
+    firsts = [g.indexes[0] for g in groups]
+    span = 1 + max(firsts) - min(firsts)
+    return sorted(groups, key=lambda g: g.indexes[0] - g.output_tokens * span)
 
 
 def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
@@ -342,12 +352,14 @@ def _steady(
     width = min(len(order), concurrency, estimate.slots or len(order))
     tpot = estimate.tpot(width)
     fixed = estimate.rtt + estimate.ttft0
-    free_at = [0.0] * width
+    prefill_rate = estimate.prefill_rate
+    free_at = [0.0] * width  # a heap: when each slot is next free
+    replace = heapq.heapreplace
     starts, finishes = [], []
     for g, allowed in zip(order, ready, strict=True):
-        start = max(heapq.heappop(free_at), allowed)
-        finish = start + fixed + g.input_tokens / estimate.prefill_rate + g.output_tokens * tpot
-        heapq.heappush(free_at, finish)
+        start = max(free_at[0], allowed)
+        finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+        replace(free_at, finish)
         starts.append(start)
         finishes.append(finish)
     return starts, finishes
