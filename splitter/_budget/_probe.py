@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["FIRST_CUT", "Probe"]
+__all__ = ["CLOSE_ENOUGH", "FIRST_CUT", "Probe"]
 
 FIRST_CUT = 0.5  # with no good rate known, the search resumes at this part of a bad one
 _SUSTAIN_SECONDS = 0.25  # a rate held this long without a 429 is known to be sustainable
 _SUSTAIN_REQUESTS = 4  # ... over at least this many requests
-_CLOSE_ENOUGH = 1.12  # stop probing when the fastest good rate is this close to a bad one
+CLOSE_ENOUGH = 1.15  # the search stops when the fastest good rate is this close to a bad one
+# (within 15%: the floor is then at least 0.87 of the limit)
 _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
 _TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
 _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
@@ -76,11 +77,11 @@ class Probe:
         if self.count < _SUSTAIN_REQUESTS:
             return
         self.low = max(self.low, self.rate)
-        if not self.paced_high and self.high / self.low <= _CLOSE_ENOUGH:
+        if not self.paced_high and self.high / self.low <= CLOSE_ENOUGH:
             # The ceiling was slow start's guess (the gap before a refused send, which a
             # slow first send shortens), and a rate close to it holds: look above it.
             self.high *= 2
-        if self.high / self.low > _CLOSE_ENOUGH:
+        if self.high / self.low > CLOSE_ENOUGH:
             # Between two rates slow start measured, a geometric bisection. Otherwise a
             # climb from the rate known to hold, a little at first and faster as each step
             # holds (TCP CUBIC and the AWS SDKs' adaptive mode climb back the same way): a
@@ -129,7 +130,7 @@ class Probe:
             # A 429 at a rate that had held: that was a burst allowance running out. (One
             # a climb's step above the floor only says the limit lies in between.)
             self.low = self.high * FIRST_CUT
-        self.low = max(self.low, min(floor, self.high / _CLOSE_ENOUGH))
+        self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
         # Back to the fastest rate known to hold, to climb again from there.
         rate = self.low if self.low > 0 else self.high * FIRST_CUT
         self.climbs = 0
@@ -146,10 +147,10 @@ class Probe:
         rate, and timing decided), the limit lies between the two. Accepted at about the
         refused rate more than once, the accepted ones were a burst allowance's.
         """
-        close = [r for r in self.accepted_rates if r * _CLOSE_ENOUGH >= too_fast]
+        close = [r for r in self.accepted_rates if r * CLOSE_ENOUGH >= too_fast]
         if not self.accepted_rates or len(close) > 1:
             return 0.0
-        return min(max(self.accepted_rates), too_fast / _CLOSE_ENOUGH)
+        return min(max(self.accepted_rates), too_fast / CLOSE_ENOUGH)
 
     def _floor(self, sent_at: float) -> float:
         """A rate the service is known to take, from what it accepted since the last 429.

@@ -9,7 +9,7 @@ import pytest
 
 from splitter._budget import MemoryBudget, Reservation
 from splitter._budget._account import SLOW_START_STEP, Account, Limit
-from splitter._budget._probe import FIRST_CUT
+from splitter._budget._probe import CLOSE_ENOUGH, FIRST_CUT
 
 pytestmark = pytest.mark.anyio
 
@@ -286,8 +286,8 @@ async def test_a_limit_met_exactly_is_bracketed_just_under_it() -> None:
         await budget.settle(reservation, {})  # the third 0.05 s after the second
     await _rejected(budget, sent[3])  # refused 0.049 s after the third
     too_fast = 1 / 0.049
-    assert probe.rate == pytest.approx(too_fast / 1.12)
-    assert probe.low == pytest.approx(too_fast / 1.12)
+    assert probe.rate == pytest.approx(too_fast / CLOSE_ENOUGH)
+    assert probe.low == pytest.approx(too_fast / CLOSE_ENOUGH)
 
 
 async def test_a_429_at_the_rate_just_accepted_is_a_burst_and_bounds_nothing() -> None:
