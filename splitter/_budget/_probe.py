@@ -27,6 +27,7 @@ CLOSE_ENOUGH = 1.15  # the search stops when the fastest good rate is this close
 _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
 _TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
 _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
+_HELD_FULL = 2  # accepted in a row after a 429 (the limiter full): the pace is about the limit
 _RECENT_SENDS = 8
 _FIRST_STEP = 0.1  # the first climb above a rate known to hold: 10% higher, then 20%, 40%...
 
@@ -106,6 +107,9 @@ class Probe:
         if sent_at < self.cut_at:
             return  # sent before the last cut: the same overload, already answered
         floor = self._floor(sent_at)
+        # Accepted at this pace since a 429 left the limiter full: no burst allowance
+        # could have let them through, so the pace was about the limit (timing decided).
+        held_when_full = not math.isinf(self.refused_at) and self.accepted_since >= _HELD_FULL
         if told is not None and self.rate is None:
             # The first 429 at a stated rate: the statement is believed within a margin
             # (a leaky bucket with no burst refuses a request that comes a little early).
@@ -127,9 +131,13 @@ class Probe:
             floor = max(floor, bracket)
             self.paced_high = True  # measured against a floor: no mere guess
         if self.high <= self.low:
-            # A 429 at a rate that had held: that was a burst allowance running out. (One
-            # a climb's step above the floor only says the limit lies in between.)
-            self.low = self.high * FIRST_CUT
+            # A 429 at a rate that had held: a burst allowance running out, or, if it held
+            # while the limiter was full, the limit met exactly. (One a climb's step above
+            # the floor only says the limit lies in between.)
+            if held_when_full:  # at the rate the recent requests really went
+                self.low = min(self.high, _mean_rate(self.sends, sent_at)) / CLOSE_ENOUGH
+            else:
+                self.low = self.high * FIRST_CUT
         self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
         # Back to the fastest rate known to hold, to climb again from there.
         rate = self.low if self.low > 0 else self.high * FIRST_CUT
@@ -177,3 +185,10 @@ def _send_rate(sends: list[float], until: float) -> float:
     recent = [t for t in sends if t <= until]
     gap = recent[-1] - recent[-2] if len(recent) >= 2 else 0.0
     return 1 / gap if gap > 0 else math.inf
+
+
+def _mean_rate(sends: list[float], until: float) -> float:
+    """The mean rate of the recent sends up to ``until`` (inf: fewer than two)."""
+    recent = [t for t in sends if t <= until]
+    span = recent[-1] - recent[0] if len(recent) >= 2 else 0.0
+    return (len(recent) - 1) / span if span > 0 else math.inf

@@ -330,6 +330,27 @@ async def test_what_was_accepted_between_two_429s_bounds_the_rate_from_below() -
     assert probe.low == pytest.approx(40 / 7, rel=0.02)
 
 
+async def test_a_429_at_a_pace_that_held_while_the_limiter_was_full_cuts_a_little() -> None:
+    """After a 429 the limiter is full: requests accepted at the pace since then had no
+    burst allowance to borrow from, so a 429 at that pace means the limit was met exactly
+    (a send a few ms early): the floor goes a margin under the pace, not to half of it
+    (regression: real nginx at 5 r/s, paced at 5, was then searched from 2.5 and ran
+    at 0.61 of its rate)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    probe.rate, probe.low = 5.5, 5.0  # climbing above a floor of 5 a second
+    first = await budget.acquire(1)
+    await _rejected(budget, first)  # a climb's step refused: the limiter is full
+    assert probe.rate == pytest.approx(5.0)
+    for _ in range(3):  # three accepted at the pace, 0.2 s apart
+        await budget.settle(await budget.acquire(1), {})
+    refused = await budget.acquire(1)
+    await _rejected(budget, refused)  # refused at that same pace
+    assert probe.low == pytest.approx(5.0 / CLOSE_ENOUGH, rel=0.01)
+    assert probe.rate == pytest.approx(probe.low)
+
+
 async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess() -> None:
     """Sent together (no slow start), requests refused say nothing of the rate the service
     takes: the pace starts at a guess (10 a second) with no ceiling, and climbs while it
