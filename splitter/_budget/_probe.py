@@ -34,7 +34,8 @@ _FIRST_STEP = 0.1  # the first climb above a rate known to hold: 10% higher, the
 
 @dataclass(slots=True)
 class Probe:
-    """The request rate learned from 429s where no header tells it (a geometric search)."""
+    """The request rate learned from 429s where no header tells it (a search between a
+    floor and a ceiling)."""
 
     rate: float | None = None  # pace now (None: no 429 seen; unpaced)
     low: float = 0.0  # fastest rate sustained without a 429
