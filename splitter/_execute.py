@@ -144,15 +144,19 @@ class _Run:
             answer = dataclasses.replace(answer, usage=answer.usage + spent)
         self.state.store(answer)
 
-    async def alone(self, index: int, via: Via, started: Started | None = None) -> Answer:
-        """Question ``index`` asked in a request of its own, as an answer (or its error)."""
+    async def alone(
+        self, index: int, via: Via, started: Started | None = None, *, live: bool = True
+    ) -> Answer:
+        """Question ``index`` asked in a request of its own, as an answer (or its error);
+        ``live``: streamed to the batch's relay, if it has one."""
         state = self.state
         question = state.questions[index]
         params = state.spec.capped(question.max_tokens)
         try:
             with started or Started.unordered():
                 messages = state.spec.messages(question.text)
-                out = Outgoing(messages, params, state.reserve_single(index), started, index)
+                streamed = index if live else None
+                out = Outgoing(messages, params, state.reserve_single(index), started, streamed)
                 outcome, attempts = await self.sender.send(out, asks=(index,))
         finally:
             if index == state.head and state.head_started is not None:
@@ -218,7 +222,8 @@ class _Run:
 
     async def _ask_canary(self, index: int, into: list[Answer]) -> None:
         self.state.counters.canaries += 1
-        into.append(await self.alone(index, "repair"))
+        # Not streamed: the merged answer may be the one kept.
+        into.append(await self.alone(index, "repair", live=False))
 
     def _kept(self, indexes: Sequence[int], alone: Answer | None) -> list[int]:
         """``indexes`` to re-ask, less the canary's: its solo answer is stored instead."""
