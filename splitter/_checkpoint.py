@@ -17,6 +17,11 @@ when its text is how an answer line begins. Ids already answered are skipped. Fa
 are asked again by default (``retry_failed``): their error lines are removed first, by
 rewriting the output to a temporary file that replaces it, so every id has at most one
 line. The output may not be the input file itself (``refuse_same_file``).
+
+A run stops at the first error that every request would meet, when nothing has been
+answered in it yet (a base URL that never answered, a refused key, an unknown model, an
+empty quota): that answer's line is written and its error raised, rather than writing one
+such line per question of the file (``Checkpoint.write``).
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ from pydantic import ValidationError
 from ._clock import now
 from ._exceptions import InvalidInputError, SplitterError
 from ._questions import Answer, Question
+from ._retry import fails_every_request
 
 __all__ = [
     "Checkpoint",
     "FileRun",
     "checked_questions",
+    "count_answers",
     "pending_questions",
     "refuse_same_file",
 ]
@@ -102,10 +109,33 @@ def _question(number: int, line: str, where: str) -> Question:
 
 
 def _lines(path: Path) -> Generator[tuple[int, str], None, None]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"{path.name} line {number}: not UTF-8 text") from None
             if line.strip():
                 yield number, line
+
+
+def count_answers(path: Path) -> tuple[int, int]:
+    """The answered and failed ids in an output file, read only (0, 0 when it does not
+    exist); a torn last line or a line that is not an answer line counts as neither."""
+    answered: set[str] = set()
+    failed: set[str] = set()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, 0
+    for line in data.split(b"\n")[:-1]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if _answer_problem(record) is None:
+            (answered if record["error"] is None else failed).add(_key(record["id"]))
+    return len(answered), len(failed - answered)
 
 
 def checked_questions(path: Path, check: Check) -> set[str]:
@@ -162,6 +192,7 @@ class Checkpoint:
         self._file: IO[str] | None = None
         self._unsynced = 0
         self._synced_at = now()
+        self._answered = 0
 
     def resume(self, *, retry_failed: bool) -> set[str]:
         """The ids not to ask again. Cuts a torn last line off; with ``retry_failed``,
@@ -254,7 +285,9 @@ class Checkpoint:
             self._file.close()
 
     def write(self, answer: Answer) -> None:
-        """Append ``answer``'s line: one write, flushed at once; fsynced in batches."""
+        """Append ``answer``'s line: one write, flushed at once; fsynced in batches. Raises
+        the answer's error once written if every request would meet it and nothing was
+        answered yet in this run (see the module docstring)."""
         assert self._file is not None
         assert answer.question.id is not None
         record: dict[str, Any] = {
@@ -267,6 +300,10 @@ class Checkpoint:
         self._unsynced += 1
         if self._unsynced >= self._sync_every or now() - self._synced_at >= self._sync_seconds:
             self._sync()
+        self._answered += answer.ok
+        error = answer.error
+        if error is not None and not self._answered and fails_every_request(error, answer.attempts):
+            raise error
 
     def _sync(self) -> None:
         assert self._file is not None

