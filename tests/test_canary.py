@@ -195,3 +195,27 @@ async def test_a_canary_goes_only_with_a_request_to_spare(window: int, canaries:
     assert result.stats.canaries == canaries
     assert len(service.log) == 1 + 2 + canaries
     assert service.log[-1].arrived - service.log[0].arrived < 60
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize("knob", [{}, {"merge_good_items": 1}], ids=["good", "off-topic"])
+async def test_a_streamed_batch_shows_each_answer_once_and_never_a_replaced_one(
+    knob: dict[str, object],
+) -> None:
+    """astream with merged groups checked by canaries: each question's streamed text is its
+    final answer exactly, and no off-topic merged answer is shown."""
+    profile = PROFILES["gpt-4o-mini"].model_copy(update=knob)
+    service = SimService(profile, default_answer_tokens=4)
+    questions = [f"Question {i}?" for i in range(9)]
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, model="m", policy=ONE_AT_A_TIME)
+        async with asker.astream(questions) as events:
+            seen = [event async for event in events]
+        result = events.result
+    assert result.stats.canaries > 0
+    joined: dict[int, str] = {}
+    for event in seen:
+        joined[event.index] = joined.get(event.index, "") + event.delta
+    assert joined == {a.index: a.text for a in result}
+    assert all(a.text == answer_text(a.question.text, 4) for a in result)
