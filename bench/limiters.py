@@ -57,6 +57,9 @@ through a fresh redis-server (``Limits(shared=SharedBudget(url=...))``), against
 fixed-10/2s and leaky-5r/s. ``--quick``: 20 questions, 2 cells (openai-120rpm, leaky-5r/s).
 ``--strategy fanout`` sends one request per question (the budget alone, N requests);
 the default ``auto`` is splitter's default policy, which merges under tight limits.
+``--scale S`` runs every simulated cell at time scale S instead of its own (``--scale 1``:
+real time, as the nginx cells; a 5 r/s leaky bucket then spaces requests 200 ms apart, not
+50 ms, so a loaded machine's scheduling delays weigh a quarter as much).
 ``--json PATH`` writes every number and every request's send time and status; ``--plot PATH``
 (matplotlib, the ``bench`` extra) draws, for fixed-10/2s and nginx-5r/s when they ran, the
 achieved request rate over time against the limiter's rate, 429s marked.
@@ -66,6 +69,7 @@ Run from the repository root::
     python bench/limiters.py [--n 200] [--cells NAME,...] [--json PATH] [--plot PATH]
     python bench/limiters.py --redis
     python bench/limiters.py --quick
+    python bench/limiters.py --redis --strategy fanout --cells leaky-5r/s --scale 1
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -443,6 +447,12 @@ def _parser() -> argparse.ArgumentParser:
         "request per question: the budget alone)",
     )
     parser.add_argument("--redis", action="store_true", help=f"{WORKERS} processes, one budget")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="time scale for every simulated cell (real seconds per simulated second)",
+    )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     parser.add_argument("--plot", type=Path, default=None, metavar="PATH")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -460,6 +470,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if names is None:
         names = list(QUICK_CELLS if args.quick else REDIS_CELLS if args.redis else [])
     cells = [c for c in CELLS if not names or c.name in names]
+    if args.scale is not None:
+        if args.scale <= 0:
+            parser.error("--scale must be positive")
+        cells = [c if c.nginx_burst is not None else replace(c, scale=args.scale) for c in cells]
     unknown = set(names or ()) - {c.name for c in CELLS}
     if unknown or n < 1:
         parser.error(f"unknown cells {sorted(unknown)}" if unknown else "--n must be positive")
@@ -469,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ("splitter's default policy" if args.strategy == "auto" else "one request a question")
         + ", a cold process per client"
         + (f"; {workers} processes sharing one Redis budget" if args.redis else "")
+        + (f"; simulated cells at time scale {args.scale:g}" if args.scale is not None else "")
     )
     print(HEADER, flush=True)
     results = []

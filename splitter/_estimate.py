@@ -202,7 +202,21 @@ class OutputLengths:
         return int(statistics.median(everything)) if everything else self.default
 
 
+# Every cue above needs one of these words. In ASCII text a text that holds none of them,
+# lowercased, matches no cue and is not searched (the patterns, case-insensitive with word
+# boundaries, cost microseconds per text). Matching without case, the Turkish dotless "ı"
+# also matches an ASCII "I" or "i": its words are here spelt with "i".
+_CUE_WORDS = (
+    *("word", "yes or no", "tek kelime", "kisaca", "ayrintili"),
+    *("list", "name", "give", "item", "example", "reason", "ways", "idea"),
+    *("sentence", "brief", "short"),
+    *("detail", "thorough", "essay", "step", "comprehensive"),
+)
+
+
 def _cue(text: str) -> tuple[str | None, int | None]:
+    if text.isascii() and not _has_cue_word(text.lower()):
+        return None, None
     for cue in _CUES:
         match = cue.pattern.search(text)
         if match:
@@ -211,6 +225,14 @@ def _cue(text: str) -> tuple[str | None, int | None]:
                 return cue.kind, cue.tokens * max(1, count)
             return cue.kind, cue.tokens
     return None, None
+
+
+def _has_cue_word(lowered: str) -> bool:
+    # A loop, not any() over a generator, which costs twice as much (once per question).
+    for word in _CUE_WORDS:  # noqa: SIM110
+        if word in lowered:
+            return True
+    return False
 
 
 def plan_items(

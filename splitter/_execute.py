@@ -11,12 +11,14 @@ Each step is told to the batch's ``Emitter`` (request events only when someone l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
 import anyio
 
 from . import _clock
+from ._canary import agrees
 from ._endpoint import Endpoint
 from ._events import Emitter
 from ._exceptions import SplitterError
@@ -25,7 +27,7 @@ from ._merged_reply import alone_may_pass, read_merged
 from ._openai import OpenAIBackend
 from ._planner import Group, Plan
 from ._policy import Policy
-from ._questions import Answer, BatchResult, Question, Via
+from ._questions import Answer, BatchResult, Question, Usage, Via
 from ._request_spec import RequestSpec
 from ._run_state import RunState
 from ._send import Outgoing, Sender
@@ -91,6 +93,7 @@ class Executor:
             raise sole from None
         finally:
             self._endpoint.release(state.claim)
+            self._endpoint.canaries.count_requests(state.counters.requests, self._policy.merge)
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -131,7 +134,21 @@ class _Run:
                         place = Started(turns, ticket)
                         tg.start_soon(self.single, group.indexes[0], "single", place)
 
-    async def single(self, index: int, via: Via, started: Started | None = None) -> None:
+    async def single(
+        self, index: int, via: Via, started: Started | None = None, spent: Usage | None = None
+    ) -> None:
+        """Ask question ``index`` alone and store its answer; ``spent`` is usage already
+        billed for it (a merged answer it replaces), added to the answer's own."""
+        answer = await self.alone(index, via, started)
+        if spent is not None:
+            answer = dataclasses.replace(answer, usage=answer.usage + spent)
+        self.state.store(answer)
+
+    async def alone(
+        self, index: int, via: Via, started: Started | None = None, *, live: bool = True
+    ) -> Answer:
+        """Question ``index`` asked in a request of its own, as an answer (or its error);
+        ``live``: streamed to the batch's relay, if it has one."""
         state = self.state
         question = state.questions[index]
         spec = state.spec.of(question)  # its own system prompt, history and keywords
@@ -139,26 +156,24 @@ class _Run:
             with started or Started.unordered():
                 messages = spec.messages(question.text)
                 params = spec.capped(question.max_tokens)
-                out = Outgoing(messages, params, state.reserve_single(index), started, index)
+                streamed = index if live else None
+                out = Outgoing(messages, params, state.reserve_single(index), started, streamed)
                 outcome, attempts = await self.sender.send(out, asks=(index,))
         finally:
             if index == state.head and state.head_started is not None:
                 state.head_started.set()  # failed or answered without a token: don't wait
         if isinstance(outcome, SplitterError):
-            state.store(Answer(index, question, None, error=outcome, attempts=attempts, via=via))
-            return
+            return Answer(index, question, None, error=outcome, attempts=attempts, via=via)
         state.endpoint.lengths.observe(question.text, outcome.usage.completion_tokens)
-        state.store(
-            Answer(
-                index,
-                question,
-                outcome.text,
-                usage=outcome.usage,
-                attempts=attempts,
-                request_id=outcome.request_id,
-                finish_reason=outcome.finish_reason,
-                via=via,
-            )
+        return Answer(
+            index,
+            question,
+            outcome.text,
+            usage=outcome.usage,
+            attempts=attempts,
+            request_id=outcome.request_id,
+            finish_reason=outcome.finish_reason,
+            via=via,
         )
 
     async def merged(self, group: Group, started: Started) -> None:
@@ -168,12 +183,20 @@ class _Run:
         spec = state.spec.of(state.questions[group.indexes[0]])
         params = spec.capped(group.max_tokens)
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
-        with started:
-            out = Outgoing(spec.messages(prompt.text), params, reserve, started)
-            outcome, attempts = await self.sender.send(out, asks=group.indexes)
+        canary = self._canary_for(group)
+        solo: list[Answer] = []
+        async with anyio.create_task_group() as tg:
+            if canary is not None:
+                # Sent beside the merged request, not after it: the check costs a request,
+                # not a round trip of waiting.
+                tg.start_soon(self._ask_canary, canary, solo)
+            with started:
+                out = Outgoing(spec.messages(prompt.text), params, reserve, started)
+                outcome, attempts = await self.sender.send(out, asks=group.indexes)
+        alone = solo[0] if solo and solo[0].ok else None
         if isinstance(outcome, SplitterError):
             if state.fatal is None and alone_may_pass(outcome):
-                await self._repair(group.indexes)
+                await self._repair(self._kept(group.indexes, alone))
                 return
             for index in group.indexes:
                 error = state.fatal or outcome
@@ -182,12 +205,58 @@ class _Run:
         reply = read_merged(
             outcome, prompt, group.indexes, state.questions, state.endpoint, attempts
         )
-        for answer in reply.answers:
+        answers = {answer.index: answer for answer in reply.answers}
+        replaced: dict[int, Usage] = {}
+        if alone is not None and alone.index in answers:
+            replaced = self._compare(answers, alone)
+        for answer in answers.values():
             state.store(answer)
-        await self._repair(reply.missing)
+        await self._repair([*self._kept(reply.missing, alone), *replaced], replaced)
 
-    async def _repair(self, indexes: Sequence[int]) -> None:
+    def _canary_for(self, group: Group) -> int | None:
+        """The item of ``group`` to ask alone as well, if a canary is due."""
+        state = self.state
+        if state.policy.strategy != "auto":
+            return None  # a pinned strategy is the caller's decision: nothing to learn for
+        record = state.endpoint.canaries
+        if not record.due(state.policy.merge, state.counters.requests):
+            return None
+        return group.indexes[record.sent % len(group.indexes)]
+
+    async def _ask_canary(self, index: int, into: list[Answer]) -> None:
+        self.state.counters.canaries += 1
+        # Not streamed: the merged answer may be the one kept.
+        into.append(await self.alone(index, "repair", live=False))
+
+    def _kept(self, indexes: Sequence[int], alone: Answer | None) -> list[int]:
+        """``indexes`` to re-ask, less the canary's: its solo answer is stored instead."""
+        if alone is None or alone.index not in indexes:
+            return list(indexes)
+        self.state.store(alone)
+        return [i for i in indexes if i != alone.index]
+
+    def _compare(self, answers: dict[int, Answer], alone: Answer) -> dict[int, Usage]:
+        """Judge the merged answer by its canary, in place: agreeing, it is kept (billed
+        the canary's tokens too); disagreeing, the solo answer replaces it and the rest of
+        the reply is untrusted: those questions are taken out of ``answers`` and returned,
+        with the usage their merged answers were billed, to be re-asked alone."""
+        state = self.state
+        merged = answers[alone.index]
+        agreed = agrees(merged.text or "", alone.text or "", state.policy.merge.canary_overlap)
+        state.endpoint.canaries.observe(agreed)
+        if agreed:
+            answers[alone.index] = dataclasses.replace(merged, usage=merged.usage + alone.usage)
+            return {}
+        state.counters.canary_disagreements += 1
+        del answers[alone.index]
+        state.store(dataclasses.replace(alone, usage=alone.usage + merged.usage))
+        others = {index: answer.usage for index, answer in answers.items()}
+        answers.clear()
+        return others
+
+    async def _repair(self, indexes: Sequence[int], spent: dict[int, Usage] | None = None) -> None:
         self.state.counters.repaired += len(indexes)
+        spent = spent or {}
         async with anyio.create_task_group() as tg:
             for index in indexes:
-                tg.start_soon(self.single, index, "repair")
+                tg.start_soon(self.single, index, "repair", None, spent.get(index))

@@ -139,6 +139,10 @@ def check_isolation_key(isolation_key: object) -> None:
 
 
 def _check_size(index: int, question: Question, policy: Policy, model: str) -> None:
+    # A token is at least one byte and a character at most four: a text this short cannot
+    # be over the limit, and is not encoded here (the estimate stage counts it, once).
+    if 4 * len(question.text) <= policy.max_question_tokens:
+        return
     tokens = count_tokens(question.text, model)
     if tokens > policy.max_question_tokens:
         raise InvalidInputError(

@@ -159,6 +159,38 @@ class MergePolicy(_Config):
         ge=1,
         description="The model's context (input + max_tokens); no merged request exceeds it.",
     )
+    canaries: bool = Field(
+        True,
+        description="Under strategy='auto', ask some merged items alone as well and compare "
+        "(docs/planner.md, 'Merge quality'); a disagreeing merged answer is replaced by the "
+        "solo one. False: no canaries and no agreement gate.",
+    )
+    canary_first: int = Field(
+        8,
+        ge=0,
+        description="An endpoint's first this many merged requests each send one canary, "
+        "while the agreement estimate is unsettled.",
+    )
+    canary_share: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Once settled, canaries are at most this share of the endpoint's requests.",
+    )
+    canary_overlap: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A merged answer agrees with its canary when their sets of words overlap "
+        "(Jaccard, case and punctuation ignored) at least this much.",
+    )
+    min_agreement: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="strategy='auto' plans merged requests only while the learned share of "
+        "canaries that agree stays at or above this; below it, one request per question.",
+    )
 
 
 class Weighted(_Config):

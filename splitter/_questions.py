@@ -212,6 +212,8 @@ class RunStats:
     predicted_wall_time: float | None = None  # what the planner expected wall_time to be
     cache_hits: int = 0  # questions answered without a request (Policy.cache)
     cost: float | None = None  # what the batch's usage cost, with Policy.pricing set
+    canaries: int = 0  # merged items also asked alone, to check the merged answer
+    canary_disagreements: int = 0  # of those, merged answers replaced by the solo one
 
 
 @dataclass(frozen=True, slots=True)

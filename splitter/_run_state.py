@@ -43,6 +43,8 @@ class Counters:
     retries: int = 0
     rate_limited: int = 0
     repaired: int = 0
+    canaries: int = 0
+    canary_disagreements: int = 0
 
 
 class RunState:
@@ -139,6 +141,8 @@ class RunState:
             rate_limited=counters.rate_limited,
             failed=sum(not a.ok for a in answers),
             repaired=counters.repaired,
+            canaries=counters.canaries,
+            canary_disagreements=counters.canary_disagreements,
             predicted_wall_time=plan.predicted_latency,
         )
         return BatchResult(answers, stats, plan)

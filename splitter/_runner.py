@@ -87,6 +87,7 @@ class Runner:
             preamble_tokens=preamble_tokens(spec),
             alone=planned[0].index if first_alone else None,
             merge_success=endpoint.merges.success,
+            agreement=endpoint.canaries.agreement,
         )
 
     async def run(

@@ -15,9 +15,10 @@ One :class:`Account` per endpoint holds, for requests and for tokens, a :class:`
   learned from 429s. Without any rate headers (nginx ``limit_req``), or when a 429 comes
   while the headers said there was room (Azure's 10-second sub-windows), the request rate
   is found by a search between the slowest rate that drew a 429 and the fastest one
-  sustained without one (a geometric bisection; the AWS SDKs' adaptive mode and TCP's
-  congestion control do the same with other curves). What the service accepted between
-  two 429s bounds its rate from below, which a burst allowance cannot fake.
+  sustained without one (see ``_probe``: slow start's first 429 bracketed by the rate
+  accepted before it, then a climb from the floor as TCP CUBIC and the AWS SDKs' adaptive
+  mode do). What the service accepted between two 429s bounds its rate from below, which
+  a burst allowance cannot fake.
 * **Slow start**: while nothing at all is known, sends open like TCP's slow start, in
   waves of 1, 2, 4, ... requests :data:`SLOW_START_STEP` apart, each spread over its
   step, so a cold process never sends a wave the service has not shown it can take and

@@ -1,11 +1,15 @@
 """The request rate learned from 429s where no header tells it: pure state, no I/O.
 
 Without any rate headers (nginx ``limit_req``), or when a 429 comes while the headers said
-there was room (Azure's 10-second sub-windows), the request rate is found by a search
-between the slowest rate that drew a 429 and the fastest one sustained without one (a
-geometric bisection; the AWS SDKs' adaptive mode and TCP's congestion control do the same
-with other curves). What the service accepted between two 429s bounds its rate from
-below, which a burst allowance cannot fake.
+there was room (Azure's 10-second sub-windows), the request rate is found between the
+fastest rate known to hold (the floor) and the slowest one that drew a 429 (the ceiling).
+Slow start's first 429 is bracketed by the rate of the request accepted just before it
+(a limiter with no burst accepts nothing faster than its rate), and the search bisects
+between the two. Otherwise it climbs from the floor, 10% above it at first, then 20%,
+40%, ... as each step holds, and after a 429 goes back to the floor (TCP CUBIC and the
+AWS SDKs' adaptive retry mode climb back the same way): a limit just above the floor
+costs one 429. What the service accepted between two 429s bounds its rate from below,
+which a burst allowance cannot fake.
 """
 
 from __future__ import annotations
@@ -13,21 +17,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["FIRST_CUT", "Probe"]
+__all__ = ["CLOSE_ENOUGH", "FIRST_CUT", "Probe"]
 
 FIRST_CUT = 0.5  # with no good rate known, the search resumes at this part of a bad one
-_SUSTAIN_SECONDS = 0.5  # a rate held this long without a 429 is known to be sustainable
-_SUSTAIN_REQUESTS = 8  # ... over at least this many requests
-_CLOSE_ENOUGH = 1.12  # stop probing when the fastest good rate is this close to a bad one
+_SUSTAIN_SECONDS = 0.25  # a rate held this long without a 429 is known to be sustainable
+_SUSTAIN_REQUESTS = 4  # ... over at least this many requests
+CLOSE_ENOUGH = 1.15  # the search stops when the fastest good rate is this close to a bad one
+# (within 15%: the floor is then at least 0.87 of the limit)
 _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
 _TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
 _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
+_HELD_FULL = 2  # accepted in a row after a 429 (the limiter full): the pace is about the limit
 _RECENT_SENDS = 8
+_FIRST_STEP = 0.1  # the first climb above a rate known to hold: 10% higher, then 20%, 40%...
 
 
 @dataclass(slots=True)
 class Probe:
-    """The request rate learned from 429s where no header tells it (a geometric search)."""
+    """The request rate learned from 429s where no header tells it (a search between a
+    floor and a ceiling)."""
 
     rate: float | None = None  # pace now (None: no 429 seen; unpaced)
     low: float = 0.0  # fastest rate sustained without a 429
@@ -40,6 +48,13 @@ class Probe:
     paced_high: bool = False  # ``high`` drew a 429 while paced (not slow start's guess)
     refused_at: float = -math.inf  # when the last 429 that cut the rate was sent
     accepted_since: int = 0  # requests sent after it and accepted
+    # Unpaced (slow start): the rates at which accepted requests followed the send before
+    # them (the latest few). A limiter with no burst accepts only what comes at its rate
+    # or slower, so the first 429 is bracketed between the fastest and the rate that drew
+    # it.
+    accepted_rates: list[float] = field(default_factory=list)
+    climbs: int = 0  # climbs above the floor since the last 429 (each step twice the last)
+    bracketed: bool = False  # slow start's first 429 lies between two rates it measured
 
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
@@ -55,19 +70,33 @@ class Probe:
     def accepted(self, sent_at: float, now: float) -> None:
         if sent_at > self.refused_at:
             self.accepted_since += 1
+        if self.rate is None and math.isinf(self.high):
+            gap_rate = _send_rate(self.sends, sent_at)
+            if not math.isinf(gap_rate):
+                self.accepted_rates = [*self.accepted_rates[-(_RECENT_SENDS - 1) :], gap_rate]
         if self.rate is None or now - self.since < _SUSTAIN_SECONDS:
             return
         if self.count < _SUSTAIN_REQUESTS:
             return
         self.low = max(self.low, self.rate)
-        if not self.paced_high and self.high / self.low <= _CLOSE_ENOUGH:
+        if not self.paced_high and self.high / self.low <= CLOSE_ENOUGH:
             # The ceiling was slow start's guess (the gap before a refused send, which a
             # slow first send shortens), and a rate close to it holds: look above it.
             self.high *= 2
-        if math.isinf(self.high):  # only bursts were refused: no rate is known too fast
-            self._set(self.low * 2, now)
-        elif self.high / self.low > _CLOSE_ENOUGH:
-            self._set(math.sqrt(self.low * self.high), now)
+        if self.high / self.low > CLOSE_ENOUGH:
+            # Between two rates slow start measured, a geometric bisection. Otherwise a
+            # climb from the rate known to hold, a little at first and faster as each step
+            # holds (TCP CUBIC and the AWS SDKs' adaptive mode climb back the same way): a
+            # limit just above the floor costs one 429, not a bisection's two or three.
+            # Under a ceiling slow start's timing alone set, the climb ignores it.
+            step = self.low * (1 + _FIRST_STEP * 2**self.climbs)
+            self.climbs += 1
+            middle = math.sqrt(self.low * self.high)
+            if self.bracketed:
+                step = middle
+            elif self.paced_high:
+                step = min(step, middle)
+            self._set(step, now)
         elif now - self.since >= _REPROBE_AFTER:
             self.high = self.high * 1.1  # the limit may have grown: look a little higher
             self._set(math.sqrt(self.low * self.high), now)
@@ -79,6 +108,9 @@ class Probe:
         if sent_at < self.cut_at:
             return  # sent before the last cut: the same overload, already answered
         floor = self._floor(sent_at)
+        # Accepted at this pace since a 429 left the limiter full: no burst allowance
+        # could have let them through, so the pace was about the limit (timing decided).
+        held_when_full = not math.isinf(self.refused_at) and self.accepted_since >= _HELD_FULL
         if told is not None and self.rate is None:
             # The first 429 at a stated rate: the statement is believed within a margin
             # (a leaky bucket with no burst refuses a request that comes a little early).
@@ -94,14 +126,40 @@ class Probe:
             return
         if too_fast < self.high:
             self.high, self.paced_high = too_fast, self.rate is not None or told is not None
-        if self.low * _CLOSE_ENOUGH >= self.high:
-            # A 429 at what looked sustainable: that was a burst allowance running out.
-            self.low = self.high * FIRST_CUT
-        self.low = max(self.low, min(floor, self.high / _CLOSE_ENOUGH))
-        rate = math.sqrt(self.low * self.high) if self.low > 0 else self.high * FIRST_CUT
+        bracket = self._bracket(too_fast) if self.rate is None else 0.0
+        self.bracketed = bracket > 0
+        if self.bracketed:
+            floor = max(floor, bracket)
+            self.paced_high = True  # measured against a floor: no mere guess
+        if self.high <= self.low:
+            # A 429 at a rate that had held: a burst allowance running out, or, if it held
+            # while the limiter was full, the limit met exactly. (One a climb's step above
+            # the floor only says the limit lies in between.)
+            if held_when_full:  # at the rate the recent requests really went
+                self.low = min(self.high, _mean_rate(self.sends, sent_at)) / CLOSE_ENOUGH
+            else:
+                self.low = self.high * FIRST_CUT
+        self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
+        # Back to the fastest rate known to hold, to climb again from there.
+        rate = self.low if self.low > 0 else self.high * FIRST_CUT
+        self.climbs = 0
         self._set(rate, now)
         self.cut_at = now
         self.tat = now + 1 / rate
+
+    def _bracket(self, too_fast: float) -> float:
+        """Slow start's first 429, at ``too_fast``: the rate of the request accepted just
+        before it bounds the limit from below (0: no bound).
+
+        A limiter with no burst accepts nothing faster than its rate: accepted at a
+        clearly slower rate, or at about the same rate but only once (the limit is that
+        rate, and timing decided), the limit lies between the two. Accepted at about the
+        refused rate more than once, the accepted ones were a burst allowance's.
+        """
+        close = [r for r in self.accepted_rates if r * CLOSE_ENOUGH >= too_fast]
+        if not self.accepted_rates or len(close) > 1:
+            return 0.0
+        return min(max(self.accepted_rates), too_fast / CLOSE_ENOUGH)
 
     def _floor(self, sent_at: float) -> float:
         """A rate the service is known to take, from what it accepted since the last 429.
@@ -128,3 +186,10 @@ def _send_rate(sends: list[float], until: float) -> float:
     recent = [t for t in sends if t <= until]
     gap = recent[-1] - recent[-2] if len(recent) >= 2 else 0.0
     return 1 / gap if gap > 0 else math.inf
+
+
+def _mean_rate(sends: list[float], until: float) -> float:
+    """The mean rate of the recent sends up to ``until`` (inf: fewer than two)."""
+    recent = [t for t in sends if t <= until]
+    span = recent[-1] - recent[0] if len(recent) >= 2 else 0.0
+    return (len(recent) - 1) / span if span > 0 else math.inf

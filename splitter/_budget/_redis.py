@@ -29,6 +29,7 @@ from .. import _clock
 from .._exceptions import BudgetError
 from .._policy import Limits, SharedBudget, redacted_url
 from ._account import Account, Ticket
+from ._adaptive import AdaptiveConcurrency
 from ._memory import MemoryBudget
 from ._protocol import Kind, Reservation, WaitHook
 from ._snapshot import BudgetSnapshot
@@ -65,10 +66,20 @@ class RedisBudget:
         self._local: MemoryBudget | None = None
         self._down_until = 0.0
         self._warned = False
+        # One waiter per process looks at the shared account at a time, the others queue
+        # behind it (first come, first served, whichever event loop they run on).
+        self._turn = AdaptiveConcurrency(1, adaptive=False)
 
     # -- the Budget protocol -------------------------------------------------------------
 
     async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation:
+        await self._turn.acquire()
+        try:
+            return await self._acquire(tokens, on_wait)
+        finally:
+            self._turn.release()
+
+    async def _acquire(self, tokens: int, on_wait: WaitHook | None) -> Reservation:
         told = on_wait is None
         while True:
             local = self._fallback()

@@ -9,7 +9,7 @@ import pytest
 
 from splitter._budget import MemoryBudget, Reservation
 from splitter._budget._account import SLOW_START_STEP, Account, Limit
-from splitter._budget._probe import FIRST_CUT
+from splitter._budget._probe import CLOSE_ENOUGH, FIRST_CUT
 
 pytestmark = pytest.mark.anyio
 
@@ -231,7 +231,8 @@ async def _rejected(budget: MemoryBudget, reservation: Reservation) -> None:
 async def test_429s_without_headers_search_for_the_rate() -> None:
     """No headers at all (nginx): the first 429 cuts the rate it was sent at (the gap to
     the send before it, not an average over slow start's speeding-up waves) by FIRST_CUT;
-    a rate held for a while without one is known good; the next guess is between the two."""
+    a rate held for a while without one is known good; the next guess climbs 10% above it
+    (a bisection spent two or three 429s finding a limit just above the floor)."""
     clock = Clock()
     budget = _budget(clock)
     sent = [await budget.acquire(1) for _ in range(3)]  # the 3rd 1/2 step after the 2nd
@@ -245,7 +246,65 @@ async def test_429s_without_headers_search_for_the_rate() -> None:
             break
     good = 20.0 * FIRST_CUT
     assert probe.low == pytest.approx(good)
-    assert probe.rate == pytest.approx(math.sqrt(good * 20.0))
+    assert probe.rate == pytest.approx(good * 1.1)
+
+
+async def test_slow_starts_first_429_is_bracketed_by_the_rate_accepted_before_it() -> None:
+    """A leaky bucket with no burst accepts only what comes at its rate or slower: when
+    slow start's first 429 comes at a clearly faster rate than the one accepted just before
+    it, the limit lies between the two, and the pace is the accepted rate (regression: it
+    was half the refused one, 0.5-0.6 of a 5 r/s limit measured at 4.8 and 5.2)."""
+    clock = Clock()
+    budget = _budget(clock)
+    sent = [await budget.acquire(1) for _ in range(3)]  # at 0, 1 step, 1.5 steps
+    await budget.settle(sent[0], {})
+    await budget.settle(sent[1], {})  # accepted 1 step after the first: 10 a second
+    await _rejected(budget, sent[2])  # refused half a step after it: 20 a second
+    probe = budget.account.probe
+    assert (probe.low, probe.high) == (pytest.approx(10.0), pytest.approx(20.0))
+    assert probe.rate == pytest.approx(10.0)
+    for _ in range(100):  # both ends were measured: the search bisects between them
+        await budget.settle(await budget.acquire(1), {})
+        if probe.rate != pytest.approx(10.0):
+            break
+    assert probe.rate == pytest.approx(math.sqrt(10.0 * 20.0))
+
+
+async def test_a_limit_met_exactly_is_bracketed_just_under_it() -> None:
+    """Slow start accepted one request 20 a second after the one before and refused the
+    next at about the same rate: the limit is about that rate and timing decided (a
+    leaky bucket with no burst, met exactly); the pace starts a margin under it, not at
+    half (regression: taken for a burst, 0.5 of the rate)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    sent = []
+    for at in (0.0, 0.1, 0.15, 0.199):
+        clock.now = START + at
+        sent.append(await budget.acquire(1))
+    for reservation in sent[:3]:
+        await budget.settle(reservation, {})  # the third 0.05 s after the second
+    await _rejected(budget, sent[3])  # refused 0.049 s after the third
+    too_fast = 1 / 0.049
+    assert probe.rate == pytest.approx(too_fast / CLOSE_ENOUGH)
+    assert probe.low == pytest.approx(too_fast / CLOSE_ENOUGH)
+
+
+async def test_a_429_at_the_rate_just_accepted_is_a_burst_and_bounds_nothing() -> None:
+    """Accepted at about the rate that was then refused, the accepted requests were a
+    burst allowance's: no floor is taken from them (the rate is cut as before)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    sent = []
+    for i in range(4):
+        clock.now = START + i * 0.05
+        sent.append(await budget.acquire(1))
+    for reservation in sent[:3]:
+        await budget.settle(reservation, {})  # accepted 20 a second apart
+    await _rejected(budget, sent[3])  # and refused at 20 a second
+    assert probe.low == 0.0
+    assert probe.rate == pytest.approx(20.0 * FIRST_CUT)
 
 
 async def test_what_was_accepted_between_two_429s_bounds_the_rate_from_below() -> None:
@@ -271,10 +330,32 @@ async def test_what_was_accepted_between_two_429s_bounds_the_rate_from_below() -
     assert probe.low == pytest.approx(40 / 7, rel=0.02)
 
 
+async def test_a_429_at_a_pace_that_held_while_the_limiter_was_full_cuts_a_little() -> None:
+    """After a 429 the limiter is full: requests accepted at the pace since then had no
+    burst allowance to borrow from, so a 429 at that pace means the limit was met exactly
+    (a send a few ms early): the floor goes a margin under the pace, not to half of it
+    (regression: real nginx at 5 r/s, paced at 5, was then searched from 2.5 and ran
+    at 0.61 of its rate)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    probe.rate, probe.low = 5.5, 5.0  # climbing above a floor of 5 a second
+    first = await budget.acquire(1)
+    await _rejected(budget, first)  # a climb's step refused: the limiter is full
+    assert probe.rate == pytest.approx(5.0)
+    for _ in range(3):  # three accepted at the pace, 0.2 s apart
+        await budget.settle(await budget.acquire(1), {})
+    refused = await budget.acquire(1)
+    await _rejected(budget, refused)  # refused at that same pace
+    assert probe.low == pytest.approx(5.0 / CLOSE_ENOUGH, rel=0.01)
+    assert probe.rate == pytest.approx(probe.low)
+
+
 async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess() -> None:
     """Sent together (no slow start), requests refused say nothing of the rate the service
-    takes: the pace starts at a guess (10 a second) with no ceiling, and doubles while it
-    holds (regression: the guess was taken for a rate known too fast, a ceiling forever)."""
+    takes: the pace starts at a guess (10 a second) with no ceiling, and climbs while it
+    holds, 10% above it, then 20% and 40% above each new floor (regression: the guess was
+    taken for a rate known too fast, a ceiling forever)."""
     clock = Clock()
     budget = _budget(clock, slow_start=False)
     burst = [await budget.acquire(1) for _ in range(5)]
@@ -282,11 +363,13 @@ async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess
     await _rejected(budget, burst[4])
     probe = budget.account.probe
     assert (probe.rate, probe.high) == (pytest.approx(10.0), math.inf)
-    for _ in range(100):
+    rates = []
+    for _ in range(200):
         await budget.settle(await budget.acquire(1), {})
-        if probe.low:
-            break
-    assert (probe.low, probe.rate) == (pytest.approx(10.0), pytest.approx(20.0))
+        if probe.rate not in rates:
+            rates.append(probe.rate)
+    assert rates[:4] == pytest.approx([10.0, 11.0, 11.0 * 1.2, 11.0 * 1.2 * 1.4])
+    assert probe.high == math.inf
 
 
 async def test_a_stated_pace_refused_with_no_header_carries_no_credit() -> None:

@@ -290,3 +290,25 @@ async def test_a_shared_wait_is_told_with_the_limit_that_is_short(
     await told_wait(by_requests, 1)
     assert [k for _, k in told] == ["tokens", "requests"]
     assert 10 < told[1][0] < 25
+
+
+async def test_one_waiter_per_process_looks_at_the_shared_account(
+    redis_server: RedisServer,
+) -> None:
+    """Requests of one process waiting for the shared pace queue behind one that looks at
+    Redis; the others do not poll it. Regression: every waiting request looked at every
+    step of the pace (a thread hop and a transaction each): 4 processes of 50 waiting
+    requests sent about 200 transactions per request booked, and the load made their
+    sends late and uneven, which a leaky bucket with no burst answers with 429s (4
+    processes reached 0.5 of its rate)."""
+    budget = _budget(redis_server, rpm=6000)  # 100 a second, one at a time
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_resetstat()
+    booked = 30
+    async with anyio.create_task_group() as tg:
+        for _ in range(booked):
+            tg.start_soon(budget.acquire, 1)
+    stats = client.info("commandstats")
+    client.close()
+    looks = stats["cmdstat_get"]["calls"]
+    assert looks <= 4 * booked, f"{looks} looks at the account for {booked} requests"
