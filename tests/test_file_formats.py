@@ -342,3 +342,17 @@ def test_splitter_run_answers_a_batch_api_file_into_batch_api_lines(tmp_path: Pa
     for record in records:
         content = record["response"]["body"]["choices"][0]["message"]["content"]
         assert content.startswith(answer_tag(questions[record["custom_id"]]))
+
+
+async def test_without_a_model_anywhere_the_run_is_refused_before_any_request(
+    tmp_path: Path,
+) -> None:
+    """No model given and no Batch API body naming one: an error saying where to put it."""
+    source, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    write(source, [own_line(1, "Which model?")])
+    service = _service()
+    async with open_sim_client(service) as client:
+        with pytest.raises(InvalidInputError, match=r"model is required: pass model=\.\.\."):
+            await Splitter(client).arun_file(source, out)
+    assert service.log == []
+    assert not out.exists()
