@@ -1,22 +1,38 @@
-"""How long the planner takes to price and choose a plan (target: < 10 ms for 1,000 questions).
+"""What planning costs: the planner alone, ``Splitter.plan()``, one tokenization pass, decompose.
 
-Pure CPU: no service, no I/O. For each n, the same mixed-length wave is planned many times
-and the median and best times are printed, with and without a tight rate-limit budget.
+Pure CPU: no service, no I/O. Three tables:
 
-    python bench/planner_speed.py            # n = 10, 100, 1000; 50 runs each
+1. the planner alone (``plan_wave`` on estimates made beforehand), median and best ms over
+   ``--runs`` runs per n, with and without a tight rate-limit budget (target: < 3 ms at
+   1,000 questions);
+2. per question, side by side at each n: the planner alone, ``Splitter.plan(questions)``
+   (what a user calls: checks, dependency graph, token counts, expected lengths, the
+   planner) and one tokenization pass over the same questions (the tokenizer splitter uses,
+   each question encoded once). Target: ``plan()`` <= 1.3x the tokenization pass at 1,000,
+   and the per-question cost flat from 1,000 to 10,000. The three are run interleaved, so
+   that load on a shared machine falls on all of them alike;
+3. ``decompose()`` of one numbered-list prompt of n items, dependency detection included
+   (target: 8,000 items well under 100 ms).
+
+    python bench/planner_speed.py                 # n = 10, 100, 1000, 10000
+    python bench/planner_speed.py --ns 1000 --runs 21 --decompose 1000 8000
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
+from collections.abc import Callable
 
-from splitter import Policy
+from splitter import Policy, Splitter, decompose
 from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate
+from splitter._estimate import encoder_for
 from splitter._planner import PlanItem, plan_wave
 
+MODEL = "gpt-4o-mini"
 GPU = ServiceEstimate(rtt=0.06, ttft0=0.25, prefill_rate=20000, tpot1=0.012, beta=0.02)
 BUDGETS = {
     "no limit known": BudgetSnapshot(),
@@ -24,28 +40,112 @@ BUDGETS = {
         remaining_requests=50, requests_per_second=5, remaining_tokens=20000, tokens_per_second=2e3
     ),
 }
+_TEMPLATES = (
+    "What is {i} plus {j}?",
+    "What is the capital of the country numbered {i} in the atlas?",
+    "Translate 'good morning number {i}' into French.",
+    "Give me 3 reasons to visit city {i}.",
+    "Explain idea {i} briefly.",
+    "Describe process {i} in detail, step by step.",
+)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ns", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--runs", type=int, default=50)
-    args = parser.parse_args()
+def questions(n: int) -> list[str]:
+    """Short, mixed questions; a third carry an output-length cue."""
+    return [_TEMPLATES[i % len(_TEMPLATES)].format(i=i, j=i * 7 % 97) for i in range(n)]
+
+
+def items(n: int) -> list[PlanItem]:
+    return [PlanItem(i, 20 + i % 50, 20 + (i * 37) % 400) for i in range(n)]
+
+
+def _tokenize(encode: Callable[[str], list[int]], texts: list[str]) -> None:
+    for text in texts:
+        encode(text)
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def planner_table(ns: list[int], runs: int) -> None:
+    print("planner alone (plan_wave on estimates made beforehand)")
     print(f"{'n':>6} {'budget':<16} {'median ms':>10} {'best ms':>9} {'candidates':>11}  chosen")
-    for n in args.ns:
-        items = [PlanItem(i, 20 + i % 50, 20 + (i * 37) % 400) for i in range(n)]
+    for n in ns:
+        wave = items(n)
         for name, budget in BUDGETS.items():
             times = []
-            for _ in range(args.runs):
+            for _ in range(runs):
                 started = time.perf_counter()
-                plan = plan_wave(
-                    items, estimate=GPU, budget=budget, concurrency=64, policy=Policy()
-                )
+                plan = plan_wave(wave, estimate=GPU, budget=budget, concurrency=64, policy=Policy())
                 times.append((time.perf_counter() - started) * 1000)
             print(
                 f"{n:>6} {name:<16} {statistics.median(times):>10.2f} {min(times):>9.2f} "
                 f"{len(plan.candidates):>11}  {plan.chosen.label} ({plan.chosen.k} requests)"
             )
+
+
+def side_by_side(ns: list[int], runs: int) -> None:
+    splitter = Splitter(model=MODEL)
+    encode = encoder_for(MODEL)
+    print()
+    print("per question, microseconds (median of interleaved runs)")
+    print(f"{'n':>6} {'planner':>9} {'plan()':>9} {'tokenize':>9} {'plan()/tokenize':>16}")
+    for n in ns:
+        texts, wave = questions(n), items(n)
+        splitter.plan(texts)  # warm: the tokenizer, the endpoint
+        arms: dict[str, Callable[[], object]] = {
+            "planner": functools.partial(
+                plan_wave,
+                wave,
+                estimate=GPU,
+                budget=BudgetSnapshot(),
+                concurrency=64,
+                policy=Policy(),
+            ),
+            "plan": functools.partial(splitter.plan, texts),
+            "tokenize": functools.partial(_tokenize, encode, texts),
+        }
+        times: dict[str, list[float]] = {name: [] for name in arms}
+        repeats = max(3, min(runs, 20_000 // n))
+        for _ in range(repeats):
+            for name, fn in arms.items():
+                times[name].append(_timed(fn))
+        per = {name: statistics.median(ts) / n * 1e6 for name, ts in times.items()}
+        print(
+            f"{n:>6} {per['planner']:>9.2f} {per['plan']:>9.2f} {per['tokenize']:>9.2f} "
+            f"{per['plan'] / per['tokenize']:>15.2f}x"
+        )
+
+
+def decompose_table(sizes: list[int], runs: int) -> None:
+    print()
+    print("decompose() of a numbered list, dependency detection included")
+    print(f"{'items':>6} {'median ms':>10} {'parts':>7}")
+    for n in sizes:
+        prompt = "\n".join(f"{i + 1}. {q}" for i, q in enumerate(questions(n)))
+        times, parts = [], 0
+        for _ in range(max(3, min(runs, 40_000 // n))):
+            started = time.perf_counter()
+            parts = len(decompose(prompt).parts)
+            times.append((time.perf_counter() - started) * 1000)
+        print(f"{n:>6} {statistics.median(times):>10.2f} {parts:>7}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--ns", type=int, nargs="+", default=[10, 100, 1000, 10000])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument(
+        "--decompose", type=int, nargs="*", default=[1000, 8000], metavar="N", help="items"
+    )
+    args = parser.parse_args()
+    planner_table(args.ns, args.runs)
+    side_by_side(args.ns, args.runs)
+    if args.decompose:
+        decompose_table(args.decompose, args.runs)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@ calls ``Splitter.aask_one(question, isolation_key=tenant)``: requests of one ten
 arrive within 50 ms of the first are answered by one batch, which the planner may merge
 into fewer requests when the rate limit is tight; two tenants' questions never share a
 prompt. Every user still gets exactly their own answer. Whether a batch is merged is the
-planner's call: while the budget has room for a batch's requests (as here: each tenant's
-four fit the budget's burst of ten) it fans the batch out concurrently, which is faster.
+planner's call: while the budget has room for a batch's requests it fans the batch out
+concurrently, which is faster. Here the budget is tight on purpose (6 requests a minute,
+a free tier's kind of limit): one request per caller would keep the last callers waiting
+for the budget for a minute or more, so each tenant's batch goes out as one merged request.
+The script prints, from the Splitter's events, how many batches and requests its callers
+became.
 
 Serve it (``pip install fastapi uvicorn``)::
 
@@ -36,9 +40,31 @@ from pydantic import BaseModel
 import splitter
 
 MODEL = os.environ.get("SPLITTER_MODEL", "gpt-4o-mini")
-# A tight budget (60 requests a minute) is where aggregation pays: one merged request
+# A tight budget (6 requests a minute) is where aggregation pays: one merged request
 # spends one request of the budget for up to four questions.
-POLICY = splitter.Policy(aggregate_window_ms=50, limits=splitter.Limits(rpm=60))
+POLICY = splitter.Policy(aggregate_window_ms=50, limits=splitter.Limits(rpm=6))
+
+
+class Tally:
+    """What the Splitter's events say its callers became: batches, and requests sent."""
+
+    def __init__(self) -> None:
+        self.batches: list[splitter.BatchFinished] = []
+
+    def __call__(self, event: splitter.Event) -> None:
+        if isinstance(event, splitter.BatchFinished):
+            self.batches.append(event)
+
+    def summary(self, callers: int) -> str:
+        sizes = sorted(b.questions for b in self.batches)
+        requests = sum(b.requests for b in self.batches)
+        return (
+            f"aggregated: {callers} callers were asked in {len(self.batches)} batches "
+            f"(questions per batch: {sizes}) sent as {requests} requests"
+        )
+
+
+TALLY = Tally()
 
 
 class AskBody(BaseModel):
@@ -56,7 +82,7 @@ class AskReply(BaseModel):
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """One client and one Splitter for the whole app: the aggregator lives in the Splitter."""
     async with openai.AsyncOpenAI() as client:
-        app.state.splitter = splitter.Splitter(client, policy=POLICY, model=MODEL)
+        app.state.splitter = splitter.Splitter(client, policy=POLICY, model=MODEL, on_event=TALLY)
         yield
 
 
@@ -101,6 +127,9 @@ async def main() -> None:
         )
     for reply in replies:
         print(f"[{reply.tenant}] {reply.question}\n   -> ({reply.via}) {reply.answer[:60]}")
+    merged = sum(reply.via == "merged" for reply in replies)
+    print(TALLY.summary(len(replies)))
+    print(f"{merged} of {len(replies)} answers came from merged requests")
 
 
 if __name__ == "__main__":

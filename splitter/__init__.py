@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from ._cache import Cache
 from ._checkpoint import FileRun
 from ._cost_model import ServiceEstimate
 from ._decompose import Decomposition, Part, decompose
@@ -50,11 +51,12 @@ from ._policy import (
     SharedBudget,
     Weighted,
 )
+from ._pricing import Pricing
 from ._progress import Progress
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, RunStats, Usage
 from ._service_model import Observation, ServiceModel, ServicePrior
 from ._splitter import Splitter, aask_many, ask_many
-from ._stream import AnswerStream, StreamEvent
+from ._stream import AnswerStream, StreamEvent, SyncAnswerStream
 from ._wrap import wrap
 
 try:
@@ -76,6 +78,7 @@ __all__ = [
     "BatchResult",
     "BatchStarted",
     "BudgetError",
+    "Cache",
     "Candidate",
     "CompoundAnswer",
     "DeadlineExceededError",
@@ -95,6 +98,7 @@ __all__ = [
     "PartialFailure",
     "Plan",
     "Policy",
+    "Pricing",
     "Progress",
     "Question",
     "QuotaExceededError",
@@ -114,6 +118,7 @@ __all__ = [
     "SplitterError",
     "StreamEvent",
     "StreamInterruptedError",
+    "SyncAnswerStream",
     "Usage",
     "Weighted",
     "__version__",

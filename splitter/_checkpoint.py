@@ -1,22 +1,26 @@
 """Answering a JSONL file of questions into a JSONL file of answers, resumable after a crash.
 
-Input lines are ``{"id": ..., "question": ...}`` with optional ``expected_tokens`` and
-``max_tokens``; ids are strings or integers, unique. The whole file is checked before any
-request: a malformed line, a missing field or a repeated id is an ``InvalidInputError``
-naming the line. Output lines are ``{"id": ..., "answer": ..., "error": ...}``, appended as
-answers finish; each line is written whole and flushed to the operating system at once
-(a killed process loses nothing written), and fsynced every ``sync_every`` lines or
+The lines of both files, in either format (splitter's own or OpenAI's Batch API), are
+``_file_lines``'s. Ids are strings or integers, unique (a Batch API line's ``custom_id`` is
+its id). The whole input is checked before any request: a malformed line, a missing field
+or a repeated id is an ``InvalidInputError`` naming the line. Output lines are appended as
+answers finish; each line is written whole and flushed to the operating system at once (a
+killed process loses nothing written), and fsynced every ``sync_every`` lines or
 ``sync_seconds`` seconds and at the end (what survives a power cut).
 
 On a restart the whole output is read and checked before anything in it changes: every
-complete line must be an answer line, exactly the three fields above with an id (string or
-integer) and ``answer`` and ``error`` each a string or null, not both strings. Anything else
-(a text file, a questions file) refuses the file, naming the line, and leaves it untouched.
-Only then may a torn last line (the process died while writing it) be cut off, and only
-when its text is how an answer line begins. Ids already answered are skipped. Failed ids
-are asked again by default (``retry_failed``): their error lines are removed first, by
-rewriting the output to a temporary file that replaces it, so every id has at most one
-line. The output may not be the input file itself (``refuse_same_file``).
+complete line must be an answer line of the run's output format. Anything else (a text
+file, a questions file, the other output format) refuses the file, naming the line, and
+leaves it untouched. Only then may a torn last line (the process died while writing it) be
+cut off, and only when its text is how an answer line begins. Ids already answered are
+skipped. Failed ids are asked again by default (``retry_failed``): their error lines are
+removed first, by rewriting the output to a temporary file that replaces it, so every id
+has at most one line. The output may not be the input file itself (``refuse_same_file``).
+
+A run stops at the first error that every request would meet, when nothing has been
+answered in it yet (a base URL that never answered, a refused key, an unknown model, an
+empty quota): that answer's line is written and its error raised, rather than writing one
+such line per question of the file (``Checkpoint.write``).
 """
 
 from __future__ import annotations
@@ -24,28 +28,35 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import re
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-from pydantic import ValidationError
+from typing import IO
 
 from ._clock import now
-from ._exceptions import InvalidInputError, SplitterError
+from ._exceptions import InvalidInputError
+from ._file_lines import (
+    OUTPUT_FORMATS,
+    OutputLines,
+    SplitterLines,
+    body_model,
+    output_lines,
+    read_input_line,
+)
 from ._questions import Answer, Question
+from ._retry import fails_every_request
 
 __all__ = [
     "Checkpoint",
     "FileRun",
     "checked_questions",
+    "count_answers",
+    "file_model",
     "pending_questions",
     "refuse_same_file",
 ]
 
-_FIELDS = {"id", "question", "expected_tokens", "max_tokens"}
 Check = Callable[[int, object], Question]
 
 
@@ -60,65 +71,64 @@ class FileRun:
     failed: int
 
 
-def _key(raw_id: object) -> str:
-    """The id as a question id: its JSON text, so that 5 and "5" stay apart and the
-    output can give back the id exactly as the input had it."""
-    return json.dumps(raw_id, ensure_ascii=False)
-
-
-def _question(number: int, line: str, where: str) -> Question:
-    """Line ``number`` (1-based) of the input as a question."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{where} line {number}: not JSON ({exc.msg})") from None
-    if not isinstance(record, dict):
-        raise InvalidInputError(f"{where} line {number}: not a JSON object")
-    for field in ("id", "question"):
-        if field not in record:
-            raise InvalidInputError(f"{where} line {number}: no {field!r} field")
-    unknown = sorted(set(record) - _FIELDS)
-    if unknown:
-        raise InvalidInputError(
-            f"{where} line {number}: unknown field {unknown[0]!r} (known: {sorted(_FIELDS)})"
-        )
-    raw_id = record["id"]
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-        raise InvalidInputError(f"{where} line {number}: id must be a string or an integer")
-    if not isinstance(record["question"], str):
-        raise InvalidInputError(f"{where} line {number}: question must be a string")
-    try:
-        return Question(
-            text=record["question"],
-            id=_key(raw_id),
-            expected_tokens=record.get("expected_tokens"),
-            max_tokens=record.get("max_tokens"),
-        )
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = {"text": "question"}.get(str(error["loc"][0]), str(error["loc"][0]))
-        reason = error["msg"].removeprefix("Value error, ")
-        raise InvalidInputError(f"{where} line {number}: {field}: {reason}") from None
-
-
 def _lines(path: Path) -> Generator[tuple[int, str], None, None]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"{path.name} line {number}: not UTF-8 text") from None
             if line.strip():
                 yield number, line
 
 
-def checked_questions(path: Path, check: Check) -> set[str]:
+def count_answers(path: Path) -> tuple[int, int]:
+    """The answered and failed ids in an output file of either format, read only (0, 0
+    when it does not exist); a torn last line or a line that is not an answer line counts
+    as neither."""
+    answered: set[str] = set()
+    failed: set[str] = set()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, 0
+    formats = [output_lines(name, "") for name in OUTPUT_FORMATS]
+    for line in data.split(b"\n")[:-1]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        for lines in formats:
+            if lines.problem(record) is None:
+                key, ok = lines.read(record)
+                (answered if ok else failed).add(key)
+                break
+    return len(answered), len(failed - answered)
+
+
+def file_model(path: Path) -> str | None:
+    """The model the input's first Batch API line names in its body, if one does (a run
+    given no model asks that one)."""
+    with closing(_lines(path)) as lines:
+        for _, line in lines:
+            if (model := body_model(line)) is not None:
+                return model
+    return None
+
+
+def checked_questions(path: Path, check: Check, model: str | None) -> set[str]:
     """Read the whole input once and check every line (as ``check`` checks a question,
-    too); the questions' ids (kept, and only they, to find repeats)."""
+    too); the questions' ids (kept, and only they, to find repeats). ``model`` is the
+    run's: a Batch API body naming another is refused."""
     seen: dict[str, int] = {}
     for number, line in _lines(path):
         count = len(seen)
-        question = _question(number, line, path.name)
+        question, field = read_input_line(number, line, path.name, model)
         try:
             check(count, question)
         except InvalidInputError as exc:
-            reason = str(exc).replace(f"questions[{count}]", "the question", 1)
+            reason = str(exc).replace(f"questions[{count}].params", field, 1)
+            reason = reason.replace(f"questions[{count}]", "the question", 1)
             raise InvalidInputError(f"{path.name} line {number}: {reason}") from None
         assert question.id is not None
         if question.id in seen:
@@ -129,11 +139,11 @@ def checked_questions(path: Path, check: Check) -> set[str]:
     return set(seen)
 
 
-def pending_questions(path: Path, done: set[str]) -> Iterator[Question]:
+def pending_questions(path: Path, done: set[str], model: str | None) -> Iterator[Question]:
     """The input's questions not answered yet, read lazily (the file was checked)."""
     with closing(_lines(path)) as lines:
         for number, line in lines:
-            question = _question(number, line, path.name)
+            question = read_input_line(number, line, path.name, model).question
             if question.id not in done:
                 yield question
 
@@ -155,13 +165,22 @@ def refuse_same_file(questions: Path, out: Path) -> None:
 class Checkpoint:
     """The output file: what it already holds, and appending answers durably."""
 
-    def __init__(self, path: Path, *, sync_every: int, sync_seconds: float) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sync_every: int,
+        sync_seconds: float,
+        lines: OutputLines | None = None,
+    ) -> None:
         self.path = path
+        self.lines = lines if lines is not None else SplitterLines()
         self._sync_every = sync_every
         self._sync_seconds = sync_seconds
         self._file: IO[str] | None = None
         self._unsynced = 0
         self._synced_at = now()
+        self._answered = 0
 
     def resume(self, *, retry_failed: bool) -> set[str]:
         """The ids not to ask again. Cuts a torn last line off; with ``retry_failed``,
@@ -207,10 +226,17 @@ class Checkpoint:
             record = json.loads(raw)
         except json.JSONDecodeError:
             raise self._refused(number, "not JSON") from None
-        problem = _answer_problem(record)
+        problem = self.lines.problem(record)
         if problem is not None:
-            raise self._refused(number, problem)
-        return _key(record["id"]), record["error"] is None
+            raise self._refused(number, problem + self._other_format(record))
+        return self.lines.read(record)
+
+    def _other_format(self, record: object) -> str:
+        """A hint when ``record`` is an answer line of the other output format."""
+        for name in OUTPUT_FORMATS:
+            if name != self.lines.name and output_lines(name, "").problem(record) is None:
+                return f"; it is an answer line of output format {name!r}: resume with that"
+        return ""
 
     def _cut(self, number: int, tail: bytes, end: int) -> None:
         """Cut the last line, which has no newline, if it is how an answer line begins."""
@@ -218,7 +244,7 @@ class Checkpoint:
             text = codecs.getincrementaldecoder("utf-8")().decode(tail, final=False)
         except UnicodeDecodeError:
             text = None
-        if not text or not _begins_answer(text):
+        if not text or not self.lines.begins(text):
             raise self._refused(number, "the last line has no newline and is not a torn answer")
         with self.path.open("r+b") as file:
             file.truncate(end)
@@ -254,19 +280,19 @@ class Checkpoint:
             self._file.close()
 
     def write(self, answer: Answer) -> None:
-        """Append ``answer``'s line: one write, flushed at once; fsynced in batches."""
+        """Append ``answer``'s line: one write, flushed at once; fsynced in batches. Raises
+        the answer's error once written if every request would meet it and nothing was
+        answered yet in this run (see the module docstring)."""
         assert self._file is not None
-        assert answer.question.id is not None
-        record: dict[str, Any] = {
-            "id": json.loads(answer.question.id),
-            "answer": answer.text if answer.ok else None,
-            "error": _error(answer.error),
-        }
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.write(self.lines.line(answer) + "\n")
         self._file.flush()
         self._unsynced += 1
         if self._unsynced >= self._sync_every or now() - self._synced_at >= self._sync_seconds:
             self._sync()
+        self._answered += answer.ok
+        error = answer.error
+        if error is not None and not self._answered and fails_every_request(error, answer.attempts):
+            raise error
 
     def _sync(self) -> None:
         assert self._file is not None
@@ -274,68 +300,6 @@ class Checkpoint:
         os.fsync(self._file.fileno())
         self._unsynced = 0
         self._synced_at = now()
-
-
-_ANSWER_FIELDS = ("id", "answer", "error")
-
-
-def _answer_problem(record: object) -> str | None:
-    """Why ``record`` is not a line that ``Checkpoint.write`` writes; None if it is one."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    if sorted(record) != sorted(_ANSWER_FIELDS):
-        return f"fields {sorted(record)}, not {list(_ANSWER_FIELDS)}"
-    raw_id, answer, error = (record[field] for field in _ANSWER_FIELDS)
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-        return "id is not a string or an integer"
-    if not all(value is None or isinstance(value, str) for value in (answer, error)):
-        return "answer and error must each be a string or null"
-    if answer is not None and error is not None:
-        return "both an answer and an error"
-    return None
-
-
-_STRING_START = (  # a JSON string, possibly cut anywhere, even inside an escape
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*(?:\\(?:u[0-9a-fA-F]{0,3})?)?'
-)
-_ID_START = re.compile(f"(?:{_STRING_START}|-)?")
-_TEXT_START = re.compile(f"(?:{_STRING_START}|n|nu|nul)?")
-# An answer line as Checkpoint.write lays it out: literal text and (types, how a value begins).
-_LAYOUT: tuple[str | tuple[tuple[type, ...], re.Pattern[str]], ...] = (
-    '{"id": ',
-    ((str, int), _ID_START),
-    ', "answer": ',
-    ((str, type(None)), _TEXT_START),
-    ', "error": ',
-    ((str, type(None)), _TEXT_START),
-    "}",
-)
-_DECODER = json.JSONDecoder()
-
-
-def _begins_answer(text: str) -> bool:
-    """Whether ``text`` is the start of a line that ``Checkpoint.write`` writes (what a
-    process that died mid-write leaves), or all of one but its newline."""
-    at = 0
-    for piece in _LAYOUT:
-        rest = text[at:]
-        if isinstance(piece, str):
-            if not rest.startswith(piece):
-                return piece.startswith(rest)
-            at += len(piece)
-            continue
-        types, start = piece
-        try:
-            value, at = _DECODER.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return start.fullmatch(rest) is not None
-        if isinstance(value, bool) or not isinstance(value, types):
-            return False
-    return at == len(text)
-
-
-def _error(error: SplitterError | None) -> str | None:
-    return None if error is None else f"{type(error).__name__}: {error}"
 
 
 def _sync_directory(directory: Path) -> None:

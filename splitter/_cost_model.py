@@ -57,10 +57,16 @@ def simulate(
     (``produced``); a sequence that joins at ``produced = p`` with O tokens finishes when
     ``produced`` reaches ``p + O``. Each event is O(log k).
     """
+    n = len(inputs)
     half_rtt = estimate.rtt / 2
-    server_slots = estimate.slots if estimate.slots is not None else len(inputs)
-    starts = [0.0] * len(inputs)
-    finishes = [0.0] * len(inputs)
+    server_slots = estimate.slots if estimate.slots is not None else n
+    ttft0, prefill_rate = estimate.ttft0, estimate.prefill_rate
+    tpot1, beta = estimate.tpot1, estimate.beta
+    # TPOT(m) for every batch size m that can occur, as ServiceEstimate.tpot computes it.
+    tpots = [tpot1 * (1 + beta * max(0.0, m - 1)) for m in range(n + 1)]
+    push, pop, inf = heapq.heappush, heapq.heappop, math.inf
+    starts = [0.0] * n
+    finishes = [0.0] * n
     # (time, kind, request): 0 = joins decode, 1 = response received, 2 = reaches the server
     events: list[tuple[float, int, int]] = []
     decoding: list[tuple[float, int]] = []  # (produced at which it finishes, request)
@@ -68,40 +74,37 @@ def simulate(
     now = produced = 0.0
     free, upcoming, engine_free = concurrency, 0, server_slots
 
-    def admit(i: int) -> None:
-        prefill = estimate.ttft0 + inputs[i] / estimate.prefill_rate
-        heapq.heappush(events, (now + prefill, 0, i))
-
-    while upcoming < len(inputs) or events or decoding:
-        t_start = max(now, ready[upcoming]) if free and upcoming < len(inputs) else math.inf
-        t_event = events[0][0] if events else math.inf
-        tpot = estimate.tpot(len(decoding))
-        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
+    while upcoming < n or events or decoding:
+        t_start = max(now, ready[upcoming]) if free and upcoming < n else inf
+        t_event = events[0][0] if events else inf
+        tpot = tpots[len(decoding)]
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else inf
         t_next = min(t_start, t_event, t_decoded)
         if decoding:
             produced += (t_next - now) / tpot
         now = t_next
         if t_next == t_decoded:
-            _, i = heapq.heappop(decoding)
-            heapq.heappush(events, (now + half_rtt, 1, i))
+            _, i = pop(decoding)
+            push(events, (now + half_rtt, 1, i))
             if queue:
-                admit(queue.popleft())
+                j = queue.popleft()
+                push(events, (now + (ttft0 + inputs[j] / prefill_rate), 0, j))
             else:
                 engine_free += 1
         elif t_next == t_event:
-            _, kind, i = heapq.heappop(events)
+            _, kind, i = pop(events)
             if kind == 0:
-                heapq.heappush(decoding, (produced + outputs[i], i))
+                push(decoding, (produced + outputs[i], i))
             elif kind == 1:
                 finishes[i] = now
                 free += 1
             elif engine_free:
                 engine_free -= 1
-                admit(i)
+                push(events, (now + (ttft0 + inputs[i] / prefill_rate), 0, i))
             else:
                 queue.append(i)
         else:
             i, upcoming, free = upcoming, upcoming + 1, free - 1
             starts[i] = now
-            heapq.heappush(events, (now + half_rtt, 2, i))
+            push(events, (now + half_rtt, 2, i))
     return starts, finishes

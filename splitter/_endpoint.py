@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ._budget import Budget, BudgetSnapshot
 from ._budget._adaptive import AdaptiveConcurrency
+from ._canary import CanaryRecord
 from ._estimate import OutputLengths
 from ._merge import MergeRecord
 from ._meter import InFlightMeter
@@ -67,6 +68,7 @@ class Endpoint:
     limits: Limits
     fingerprint: str = ""
     merges: MergeRecord = field(default_factory=MergeRecord)
+    canaries: CanaryRecord = field(default_factory=CanaryRecord)  # merge quality
     answered: bool = False  # has this endpoint ever sent back a response (of any status)?
     claims: list[Claim] = field(default_factory=list)  # planned by running batches, unbooked
 

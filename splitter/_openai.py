@@ -8,11 +8,10 @@ A sync ``OpenAI`` client is driven from worker threads so the async core can run
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.from_thread
@@ -34,11 +33,15 @@ from ._exceptions import (
 )
 from ._headers import parse_retry_after
 from ._questions import Usage
+from ._responses_api import ResponsesCollected, reply_of, request_of
+from ._sse import event_of
 
 __all__ = ["Completion", "OpenAIBackend", "translate_error"]
 
 AnyOpenAI = openai.OpenAI | openai.AsyncOpenAI
+Api = Literal["chat", "responses"]
 _TRANSPORT_ERROR: type[Exception] = http_module().TransportError
+_CONNECT_TIMEOUT: type[Exception] = http_module().ConnectTimeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +57,13 @@ class Completion:
 
 
 class OpenAIBackend:
-    """Sends chat completions through the user's client (sync or async)."""
+    """Sends chat completions through the user's client (sync or async); with
+    ``api="responses"`` each is sent to the Responses API and read back as one."""
 
-    def __init__(self, client: AnyOpenAI, *, max_threads: int = 64) -> None:
+    def __init__(self, client: AnyOpenAI, *, max_threads: int = 64, api: Api = "chat") -> None:
         self._client = client.with_options(max_retries=0)
         self._threads = anyio.CapacityLimiter(max_threads)
+        self._api = api
 
     @property
     def base_url(self) -> str:
@@ -69,14 +74,24 @@ class OpenAIBackend:
     ) -> Completion:
         """One chat completion; raises splitter's ``APIError`` family on failure."""
         started = _clock.now()
+        responses = self._api == "responses"
+        kwargs = request_of(model, messages, params) if responses else None
         try:
-            raw = await self._create(model=model, messages=messages, **params)
+            if kwargs is not None:
+                raw = await self._create(self._resource().with_raw_response.create, **kwargs)
+            else:
+                create = self._client.chat.completions.with_raw_response.create
+                raw = await self._create(create, model=model, messages=messages, **params)
             completion = raw.parse()
         except openai.OpenAIError as exc:
             raise translate_error(exc) from exc
         except _TRANSPORT_ERROR as exc:  # a body read that openai did not wrap (openai 2.x)
             raise APIConnectionError(f"connection failed: {exc}") from exc
-        return _reduce(completion, raw.headers, raw.request_id, _clock.now() - started)
+        elapsed = _clock.now() - started
+        if kwargs is None:
+            return _reduce(completion, raw.headers, raw.request_id, elapsed)
+        text, finish, usage = reply_of(completion, raw.request_id)
+        return Completion(text, finish, usage, raw.request_id, raw.headers, elapsed)
 
     async def chat_stream(
         self,
@@ -93,19 +108,25 @@ class OpenAIBackend:
         started = _clock.now()
         # Usage comes in a last chunk only when asked for; without it, the budget and the
         # service model would have to guess the tokens.
-        kwargs: dict[str, Any] = {
-            "stream_options": {"include_usage": True},
-            **params,
-            "model": model,
-            "messages": messages,
-            "stream": True,
-        }
-        collected = _Collected()
+        kwargs: dict[str, Any]
+        collected: _Collected | ResponsesCollected
+        if self._api == "responses":
+            kwargs = {**request_of(model, messages, params), "stream": True}
+            collected, resource = ResponsesCollected(), self._resource()
+        else:
+            kwargs = {
+                "stream_options": {"include_usage": True},
+                **params,
+                "model": model,
+                "messages": messages,
+                "stream": True,
+            }
+            collected, resource = _Collected(), self._client.chat.completions
+        create = resource.with_streaming_response.create
         try:
             if isinstance(self._client, openai.AsyncOpenAI):
                 # The raw lines, read to the end of the body: openai's own stream object
                 # leaves an event generator unfinished at [DONE] (trio warns about it).
-                create = self._client.chat.completions.with_streaming_response.create
                 async with create(**kwargs) as response:
                     headers, request_id = response.headers, response.request_id
                     async for line in response.iter_lines():
@@ -114,7 +135,7 @@ class OpenAIBackend:
                             on_delta(piece)
             else:
                 headers, request_id = await anyio.to_thread.run_sync(
-                    functools.partial(self._read_sync, kwargs, collected, on_delta),
+                    functools.partial(self._read_sync, create, kwargs, collected, on_delta),
                     abandon_on_cancel=True,
                     limiter=self._threads,
                 )
@@ -137,23 +158,29 @@ class OpenAIBackend:
         )
 
     def _read_sync(
-        self, kwargs: dict[str, Any], collected: _Collected, on_delta: Callable[[str], None]
+        self,
+        create: Callable[..., Any],
+        kwargs: dict[str, Any],
+        collected: _Collected | ResponsesCollected,
+        on_delta: Callable[[str], None],
     ) -> tuple[Mapping[str, str], str | None]:
-        assert isinstance(self._client, openai.OpenAI)
-        with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+        with create(**kwargs) as response:
             for line in response.iter_lines():
                 piece = collected.line(line)
                 if piece:
                     anyio.from_thread.run_sync(on_delta, piece)
             return response.headers, response.request_id
 
-    async def _create(self, **kwargs: Any) -> Any:
+    def _resource(self) -> Any:
+        return self._client.responses
+
+    async def _create(self, create: Callable[..., Any], **kwargs: Any) -> Any:
         if isinstance(self._client, openai.AsyncOpenAI):
-            return await self._client.chat.completions.with_raw_response.create(**kwargs)
-        create = functools.partial(self._client.chat.completions.with_raw_response.create, **kwargs)
+            return await create(**kwargs)
         # A thread cannot be interrupted: on cancellation the caller moves on and the
         # thread's request finishes (or times out) on its own.
-        return await anyio.to_thread.run_sync(create, abandon_on_cancel=True, limiter=self._threads)
+        call = functools.partial(create, **kwargs)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=self._threads)
 
 
 def _estimated_usage(model: str, messages: list[dict[str, Any]], text: str) -> Usage:
@@ -172,17 +199,9 @@ class _Collected:
 
     def line(self, line: str) -> str:
         """Take one line of the event stream; return the new answer text in it, if any."""
-        if not line.startswith("data:"):
-            return ""  # blank separators, comments, event names
-        data = line[5:].strip()
-        if data == "[DONE]":
+        chunk = event_of(line)
+        if chunk is None:
             return ""
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise InvalidResponseError(f"an unreadable stream event: {data[:80]!r}") from exc
-        if not isinstance(chunk, dict):
-            raise InvalidResponseError(f"an unexpected stream event: {data[:80]!r}")
         if chunk.get("error"):
             raise InvalidResponseError(
                 f"the service reported an error mid-stream: {chunk['error']}"
@@ -191,9 +210,11 @@ class _Collected:
         if isinstance(usage, dict):
             prompt = _token_count(usage.get("prompt_tokens"))
             completion = _token_count(usage.get("completion_tokens"))
+            details = usage.get("prompt_tokens_details")
+            cached = _token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
             # An unreadable count is no usage at all: the caller estimates it instead.
             if prompt is not None and completion is not None:
-                self.usage = Usage(prompt, completion)
+                self.usage = Usage(prompt, completion, min(cached or 0, prompt))
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return ""
@@ -228,11 +249,21 @@ def _reduce(
     return Completion(
         text=choices[0].message.content,
         finish_reason=choices[0].finish_reason,
-        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+        usage=read_usage(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details"),
         request_id=request_id,
         headers=headers,
         elapsed=elapsed,
     )
+
+
+def read_usage(usage: Any, prompt: str, completion: str, details: str) -> Usage:
+    """A response's usage object (chat's or the Responses API's names) as ``Usage``, its
+    cached prompt tokens included where the service tells them."""
+    if usage is None:
+        return Usage()
+    prompt_tokens = getattr(usage, prompt, 0) or 0
+    cached = getattr(getattr(usage, details, None), "cached_tokens", None) or 0
+    return Usage(prompt_tokens, getattr(usage, completion, 0) or 0, min(cached, prompt_tokens))
 
 
 def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -243,12 +274,24 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def translate_error(exc: openai.OpenAIError) -> APIError:
     """Map an openai exception to splitter's tree (the caller chains it with ``from``)."""
     if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc.__cause__, _CONNECT_TIMEOUT):
+            # No connection was ever made: a wrong or unroutable address, not a slow server.
+            return APIConnectionError(
+                f"connection failed: no connection within the connect timeout ({_reason(exc)})"
+            )
         return APITimeoutError(f"request timed out: {exc}")
     if isinstance(exc, openai.APIConnectionError):
-        return APIConnectionError(f"connection failed: {exc}")
+        return APIConnectionError(f"connection failed: {_reason(exc)}")
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc)
     return APIError(f"{type(exc).__name__}: {exc}")
+
+
+def _reason(exc: openai.OpenAIError) -> str:
+    """What the HTTP library said (openai's own text is only "Connection error.")."""
+    cause = exc.__cause__
+    said = str(cause) if cause is not None else ""
+    return said or (f"{type(cause).__name__}" if cause is not None else str(exc))
 
 
 def _status_error(exc: openai.APIStatusError) -> APIStatusError:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ._budget import BudgetSnapshot
+from ._canary import Agreement
 from ._cost_model import ServiceEstimate, simulate
 from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy, Strategy, Weighted
@@ -40,6 +41,10 @@ class PlanItem:
     input_tokens: int
     output_tokens: int  # expected
     max_tokens: int | None = None  # the caller's cap
+    # Questions are merged only with others of the same shape: None is the batch's own
+    # request; a question's own system prompt or keywords make another (RequestSpec.shape).
+    shape: Hashable = None
+    preamble: int | None = None  # its own system prompt's tokens, in place of the batch's
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,8 @@ class Plan:
     estimate: ServiceEstimate
     budget: BudgetSnapshot
     items: tuple[PlanItem, ...] = ()
+    agreement: Agreement | None = None  # merged answers vs their canaries, when measured
+    min_agreement: float = 0.0
 
     @property
     def predicted_latency(self) -> float:
@@ -120,6 +127,8 @@ class Plan:
             f"tpot1 {e.tpot1 * 1000:.1f} ms, beta {e.beta:.2f}, "
             f"slots {e.slots if e.slots is not None else 'no limit seen'}"
         )
+        if self.agreement is not None:
+            lines.append(self.agreement.describe(self.min_agreement))
         lines.append(f"why: {self.reason}")
         return "\n".join(lines)
 
@@ -134,6 +143,7 @@ def plan_wave(
     preamble_tokens: int = 0,
     alone: int | None = None,
     merge_success: float = 1.0,
+    agreement: Agreement | None = None,
 ) -> Plan:
     """Price the candidate plans for ``items`` and choose one by the policy's objective.
 
@@ -141,30 +151,55 @@ def plan_wave(
     answer streamed live first: in a merged request it could only arrive whole, at the end).
     ``merge_success`` is the share of merged answers this model gets read back; the rest
     are re-asked alone after their merged request, which a merged group is charged for.
+    ``agreement`` is how often merged answers agreed with their canaries: under
+    ``strategy="auto"`` with canaries on, below ``MergePolicy.min_agreement`` only fan-out
+    is priced.
     """
     if not items:
         raise ValueError("nothing to plan")
     apart = [it for it in items if it.index == alone]
     rest = [it for it in items if it.index != alone] if apart else list(items)
-    longest_first = sorted(rest, key=lambda it: (-it.output_tokens, it.index))
+    distrusted = _distrusted(agreement, policy)
     ahead = [_group(apart, 0, 1.0, preamble_tokens)] if apart else []
     # A re-ask costs a round trip and a first token before its own answer: in tokens of
     # decode time, that lead is (rtt + ttft0) / tpot1.
     repair = _Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
     candidates = tuple(
-        _price(
-            [*ahead, *_groups(longest_first, k, policy, preamble_tokens, repair)],
-            estimate,
-            budget,
-            concurrency,
-        )
-        for k in (_candidate_ks(len(rest), policy) if rest else [])
+        _price([*ahead, *groups], estimate, budget, concurrency)
+        for groups in _groupings(rest, policy, preamble_tokens, repair, distrusted)
     ) or (_price(ahead, estimate, budget, concurrency),)
     # A merged request that can never fit the token budget or the context is not a plan.
     limit = _request_limit(budget, policy)
     fitting = tuple(c for c in candidates if not _overflows(c, limit)) or candidates
     chosen, reason = _choose(fitting, policy)
-    return Plan(chosen, fitting, policy.strategy, reason, estimate, budget, tuple(items))
+    if distrusted and agreement is not None:
+        reason = (
+            f"fan-out only: merged answers agreed with {agreement.share:.0%} of "
+            f"{agreement.checked} canaries, under MergePolicy.min_agreement "
+            f"{policy.merge.min_agreement:.0%}"
+        )
+    shown = agreement if policy.merge.canaries and policy.strategy == "auto" else None
+    return Plan(
+        chosen,
+        fitting,
+        policy.strategy,
+        reason,
+        estimate,
+        budget,
+        tuple(items),
+        shown,
+        policy.merge.min_agreement,
+    )
+
+
+def _distrusted(agreement: Agreement | None, policy: Policy) -> bool:
+    """Whether canaries have shown merged answers to be below the policy's trust."""
+    return (
+        agreement is not None
+        and policy.strategy == "auto"
+        and policy.merge.canaries
+        and agreement.share < policy.merge.min_agreement
+    )
 
 
 def _request_limit(budget: BudgetSnapshot, policy: Policy) -> float | None:
@@ -179,10 +214,49 @@ def _overflows(candidate: Candidate, cap: float | None) -> bool:
     )
 
 
-def _candidate_ks(n: int, policy: Policy) -> list[int]:
+def _groupings(
+    items: list[PlanItem], policy: Policy, preamble: int, repair: _Repair, distrusted: bool
+) -> Iterator[list[Group]]:
+    """Each candidate's requests. Questions of one shape (the usual case): every k from
+    ``_candidate_ks``. Of several shapes: each shape grouped on its own, the same largest
+    group size for all, for every size up to the merge cap."""
+    shapes: dict[Hashable, list[PlanItem]] = {}
+    for item in items:
+        shapes.setdefault(item.shape, []).append(item)
+    if len(shapes) <= 1:
+        longest_first = _longest_first(items)
+        for k in _candidate_ks(len(items), policy, distrusted) if items else []:
+            yield _groups(longest_first, k, policy, preamble, repair)
+        return
+    seen: set[tuple[int, ...]] = set()
+    for size in _candidate_sizes(policy, distrusted):
+        ks = tuple(math.ceil(len(members) / size) for members in shapes.values())
+        if ks not in seen:
+            seen.add(ks)
+            yield [
+                group
+                for members, k in zip(shapes.values(), ks, strict=True)
+                for group in _groups(_longest_first(members), k, policy, preamble, repair)
+            ]
+
+
+def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
+    return sorted(items, key=lambda it: (-it.output_tokens, it.index))
+
+
+def _candidate_sizes(policy: Policy, distrusted: bool = False) -> list[int]:
+    cap = policy.merge.max_per_request
+    if policy.strategy == "fanout" or cap == 1 or distrusted:
+        return [1]
+    if policy.strategy == "merge":
+        return [cap]
+    return list(range(1, cap + 1))
+
+
+def _candidate_ks(n: int, policy: Policy, distrusted: bool = False) -> list[int]:
     cap = policy.merge.max_per_request
     fewest = math.ceil(n / cap)
-    if policy.strategy == "fanout" or cap == 1:
+    if policy.strategy == "fanout" or cap == 1 or distrusted:
         return [n]
     if policy.strategy == "merge":
         return [fewest]
@@ -213,17 +287,19 @@ def _groups(
     """k groups balanced by expected output: longest first onto the lightest open group."""
     if k == len(longest_first):
         return [
-            Group((it.index,), preamble + it.input_tokens, it.output_tokens, it.max_tokens)
+            Group((it.index,), _preamble(it, preamble) + it.input_tokens, *_out(it))
             for it in longest_first
         ]
     cap = policy.merge.max_per_request
     heap = [(0, g) for g in range(k)]
     members: list[list[PlanItem]] = [[] for _ in range(k)]
+    pop, push = heapq.heappop, heapq.heappush
     for item in longest_first:
-        load, g = heapq.heappop(heap)
-        members[g].append(item)
-        if len(members[g]) < cap:
-            heapq.heappush(heap, (load + item.output_tokens, g))
+        load, g = pop(heap)
+        group = members[g]
+        group.append(item)
+        if len(group) < cap:
+            push(heap, (load + item.output_tokens, g))
     floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
     return [_group(m, floor, margin, preamble, repair) for m in members if m]
 
@@ -234,26 +310,30 @@ def _group(
     """One request for ``members``: merged when there are several, in their input order."""
     if len(members) == 1:
         (only,) = members
-        return Group(
-            (only.index,), preamble + only.input_tokens, only.output_tokens, only.max_tokens
-        )
-    members.sort(key=lambda it: it.index)
+        return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
+    # Sums of ints and the repair's longest: the members' order matters only to the indexes.
+    preamble = _preamble(members[0], preamble)  # one shape: one system prompt
     inputs = outputs = caps = 0
     for it in members:
         inputs += it.input_tokens
         outputs += it.output_tokens
-        caps += (
-            it.max_tokens
-            if it.max_tokens is not None
-            else max(floor, math.ceil(it.output_tokens * margin))
-        )
+        cap = it.max_tokens
+        caps += cap if cap is not None else max(floor, math.ceil(it.output_tokens * margin))
     markers = ANSWER_MARKER_TOKENS * len(members)
     return Group(
-        tuple(it.index for it in members),
+        tuple(sorted([it.index for it in members])),
         preamble + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
         outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
     )
+
+
+def _preamble(item: PlanItem, batch: int) -> int:
+    return batch if item.preamble is None else item.preamble
+
+
+def _out(item: PlanItem) -> tuple[int, int | None]:
+    return item.output_tokens, item.max_tokens
 
 
 def _price(
@@ -261,7 +341,7 @@ def _price(
 ) -> Candidate:
     """Predict the schedule: longest request first, each started when a slot and the budget
     allow, decoding in a shared batch whose per-token time grows with its size."""
-    order = sorted(groups, key=lambda g: (-g.output_tokens, g.indexes[0]))
+    order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
     if len(order) <= _FLUID_UP_TO:
         inputs = [g.input_tokens for g in order]
@@ -269,14 +349,25 @@ def _price(
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
+    cost = 0
+    for g in order:
+        cost += g.input_tokens + g.output_tokens
     return Candidate(
         groups=tuple(order),
         starts=tuple(starts),
         finishes=tuple(finishes),
         latency=max(finishes),
-        cost=sum(g.input_tokens + g.output_tokens for g in order),
+        cost=cost,
         budget_wait=max(ready),
     )
+
+
+def _longest_groups_first(groups: list[Group]) -> list[Group]:
+    """``groups`` by expected output, longest first, then by first question: sorted on one
+    integer, ``first - output * span``, which orders as the pair (-output, first) does."""
+    firsts = [g.indexes[0] for g in groups]
+    span = 1 + max(firsts) - min(firsts)
+    return sorted(groups, key=lambda g: g.indexes[0] - g.output_tokens * span)
 
 
 def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
@@ -298,12 +389,14 @@ def _steady(
     width = min(len(order), concurrency, estimate.slots or len(order))
     tpot = estimate.tpot(width)
     fixed = estimate.rtt + estimate.ttft0
-    free_at = [0.0] * width
+    prefill_rate = estimate.prefill_rate
+    free_at = [0.0] * width  # a heap: when each slot is next free
+    replace = heapq.heapreplace
     starts, finishes = [], []
     for g, allowed in zip(order, ready, strict=True):
-        start = max(heapq.heappop(free_at), allowed)
-        finish = start + fixed + g.input_tokens / estimate.prefill_rate + g.output_tokens * tpot
-        heapq.heappush(free_at, finish)
+        start = max(free_at[0], allowed)
+        finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+        replace(free_at, finish)
         starts.append(start)
         finishes.append(finish)
     return starts, finishes

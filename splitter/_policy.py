@@ -12,6 +12,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._cache import Cache
+from ._pricing import Pricing
 from ._service_model import ServicePrior
 
 __all__ = [
@@ -113,7 +115,10 @@ class RetryPolicy(_Config):
     """The one retry layer: jittered exponential backoff that honours the service's retry-after.
 
     Retried: 408, 409, 429 (but not ``insufficient_quota``), 5xx, connection errors, timeouts
-    and 2xx bodies without an answer. Never retried: any other 4xx.
+    and 2xx bodies without an answer. Never retried: any other 4xx. Connection errors
+    (refused, unknown host, no connection within the connect timeout) are retried only once
+    the endpoint has answered: from a base URL that has never answered, the first one fails
+    the batch at once with an ``APIConnectionError`` naming the URL.
     """
 
     # 7: with a share p of attempts failing independently, p**attempts go unanswered;
@@ -153,6 +158,38 @@ class MergePolicy(_Config):
         None,
         ge=1,
         description="The model's context (input + max_tokens); no merged request exceeds it.",
+    )
+    canaries: bool = Field(
+        True,
+        description="Under strategy='auto', ask some merged items alone as well and compare "
+        "(docs/planner.md, 'Merge quality'); a disagreeing merged answer is replaced by the "
+        "solo one. False: no canaries and no agreement gate.",
+    )
+    canary_first: int = Field(
+        8,
+        ge=0,
+        description="An endpoint's first this many merged requests each send one canary, "
+        "while the agreement estimate is unsettled.",
+    )
+    canary_share: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Once settled, canaries are at most this share of the endpoint's requests.",
+    )
+    canary_overlap: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A merged answer agrees with its canary when their sets of words overlap "
+        "(Jaccard, case and punctuation ignored) at least this much.",
+    )
+    min_agreement: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="strategy='auto' plans merged requests only while the learned share of "
+        "canaries that agree stays at or above this; below it, one request per question.",
     )
 
 
@@ -224,4 +261,21 @@ class Policy(_Config):
         description="Splitter.aask_one: calls sharing an isolation_key (and model, system and "
         "keywords) that arrive within this many milliseconds of the first are planned as one "
         "batch, so a tight budget can merge them; None: every call is asked alone.",
+    )
+    api: Literal["chat", "responses"] = Field(
+        "chat",
+        description="Which API each request goes to: chat completions, or the Responses API "
+        "(client.responses.create; max_tokens is sent as max_output_tokens, a leading system "
+        "prompt as instructions, response_format as text.format).",
+    )
+    pricing: Pricing | tuple[Pricing, ...] | None = Field(
+        None,
+        description="Your price table (per million tokens, per model): RunStats.cost and "
+        "BatchResult.explain() then show what a batch cost, cached input priced as such.",
+    )
+    cache: Cache | None = Field(
+        None,
+        description="Keep whole answers and give them again to the same question (same "
+        "model, messages, answer-shaping keywords, endpoint and isolation_key); identical "
+        "questions of one batch are then sent once. None: no cache.",
     )

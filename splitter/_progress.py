@@ -26,11 +26,12 @@ from ._events import (
     RequestStarted,
     RetryScheduled,
 )
+from ._exceptions import InvalidInputError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "progress_bar"]
 
 _MISSING_TQDM = "a progress bar needs tqdm: pip install 'splitter-llm[progress]'"
 
@@ -172,3 +173,14 @@ class Progress:
 
     def __repr__(self) -> str:
         return f"Progress({self.answered + self.failed}/{self.total}: {self.summary()})"
+
+
+def progress_bar(
+    progress: object, *, total: int | None = None, initial: int = 0
+) -> Progress | None:
+    """The bar ``progress=`` asks for: a new one for True, of ``total`` from ``initial``."""
+    if not isinstance(progress, bool | Progress):
+        raise InvalidInputError(
+            f"progress must be True, False or a splitter.Progress, not {type(progress).__name__}"
+        )
+    return Progress(total=total, initial=initial) if progress is True else progress or None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,15 +19,24 @@ if TYPE_CHECKING:
     from ._decompose import Decomposition
     from ._exceptions import SplitterError
     from ._planner import Plan
+    from ._pricing import Pricing
 
-#: How an answer was obtained: its own request, a merged one, or re-asked alone after a merge.
-Via = Literal["single", "merged", "repair"]
+#: How an answer was obtained: its own request, a merged one, re-asked alone after a merge,
+#: or given without a request (the response cache, or an identical question of the batch).
+Via = Literal["single", "merged", "repair", "cache"]
 
 __all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "Usage", "Via"]
 
 
 class Question(BaseModel):
-    """One question, with the per-question knobs the planner may use."""
+    """One question, with the per-question knobs the planner may use.
+
+    ``system``, ``messages`` and ``params`` make the question's request its own: each one
+    given replaces (``system``) or extends (``params``, key by key) what the batch passes
+    (``ask_many(system=..., **params)``); ``max_tokens`` here wins over both. Questions are
+    merged into one request only when their requests agree on all of these, and a question
+    with ``messages`` (a conversation before it) is always asked alone.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -40,6 +49,52 @@ class Question(BaseModel):
         description="Questions whose answers this one needs: their ids, or 0-based positions. "
         "It is sent once they are answered, with their answers in its prompt.",
     )
+    system: str | None = Field(
+        None,
+        description="Its own system prompt, in place of the batch's system=; '' for none.",
+    )
+    messages: tuple[dict[str, Any], ...] = Field(
+        (),
+        description="Chat messages sent before the question (its history), as they are; "
+        "after the system prompt. A question with history is never merged with another.",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Request keywords of its own (temperature, max_tokens, response_format, "
+        "...), each over the batch's keyword of the same name.",
+    )
+    metadata: Any = Field(
+        None,
+        description="Anything of yours carried to its answer (Answer.question.metadata) "
+        "and to splitter run's output line; never sent.",
+    )
+
+    def __hash__(self) -> int:
+        # Over the hashable fields only (messages, params and metadata may hold dicts):
+        # equal questions still hash alike.
+        fields = (self.text, self.id, self.max_tokens, self.expected_tokens, self.depends_on)
+        return hash((*fields, self.system))
+
+    @property
+    def has_own_request(self) -> bool:
+        """Whether it brings a system prompt, history or request keywords of its own."""
+        return self.system is not None or bool(self.messages) or bool(self.params)
+
+    @field_validator("system")
+    @classmethod
+    def _system_sendable(cls, system: str | None) -> str | None:
+        if system is not None and (at := unsendable_at(system)) is not None:
+            raise ValueError(_UNSENDABLE.format(what="the system prompt", at=at))
+        return system
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _chat_messages(cls, messages: object) -> tuple[dict[str, Any], ...]:
+        if isinstance(messages, str | bytes | dict) or not isinstance(messages, list | tuple):
+            raise ValueError(
+                f"messages must be a list of chat messages, not {type(messages).__name__}"
+            )
+        return tuple(_chat_message(k, m) for k, m in enumerate(messages))
 
     @field_validator("text")
     @classmethod
@@ -52,6 +107,31 @@ class Question(BaseModel):
 
 
 _UNSENDABLE = "{what} holds a lone surrogate at position {at}, which cannot be sent as UTF-8"
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _chat_message(k: int, message: object) -> dict[str, Any]:
+    """``messages[k]`` checked as a chat message: a dict with a known ``role`` and a
+    ``content`` (an assistant's may have ``tool_calls`` instead); a copy of it."""
+    if not isinstance(message, dict):
+        raise ValueError(
+            f"messages[{k}] must be a chat message (a dict with 'role' and 'content'), "
+            f"not {type(message).__name__}"
+        )
+    role = message.get("role")
+    if role not in _ROLES:
+        raise ValueError(f"messages[{k}] has role {role!r}, not one of {sorted(_ROLES)}")
+    if "content" not in message and not (role == "assistant" and "tool_calls" in message):
+        raise ValueError(f"messages[{k}] has no 'content'")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise ValueError(
+            f"messages[{k}] content must be a string or a list of parts, "
+            f"not {type(content).__name__}"
+        )
+    if isinstance(content, str) and (at := unsendable_at(content)) is not None:
+        raise ValueError(_UNSENDABLE.format(what=f"messages[{k}] content", at=at))
+    return dict(message)
 
 
 def unsendable_at(text: str) -> int | None:
@@ -71,10 +151,13 @@ def check_sendable(text: str | None, what: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens billed."""
+    """Tokens billed. ``cached_tokens`` is the part of ``prompt_tokens`` the service read
+    from its prompt cache (``usage.prompt_tokens_details.cached_tokens``), often billed at
+    a lower price: see :class:`Pricing` and :meth:`cost`."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -84,7 +167,12 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
         )
+
+    def cost(self, pricing: Pricing) -> float:
+        """What these tokens cost at ``pricing`` (in its currency)."""
+        return pricing.cost(self.prompt_tokens, self.cached_tokens, self.completion_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +210,10 @@ class RunStats:
     failed: int = 0  # questions left without an answer
     repaired: int = 0  # questions re-asked alone after a merged request missed them
     predicted_wall_time: float | None = None  # what the planner expected wall_time to be
+    cache_hits: int = 0  # questions answered without a request (Policy.cache)
+    cost: float | None = None  # what the batch's usage cost, with Policy.pricing set
+    canaries: int = 0  # merged items also asked alone, to check the merged answer
+    canary_disagreements: int = 0  # of those, merged answers replaced by the solo one
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +261,26 @@ class BatchResult(Sequence[Answer]):
         if not self.ok:
             raise PartialFailure(self)
         return self
+
+    def explain(self) -> str:
+        """How the batch was answered: from the cache, and each plan's table (see
+        :meth:`Plan.explain`) for the questions that were sent."""
+        lines = []
+        if self.stats.cache_hits:
+            sent = len(self.answers) - self.stats.cache_hits
+            lines.append(
+                f"cache: {self.stats.cache_hits} of {len(self.answers)} questions answered "
+                f"without a request; {sent} sent"
+            )
+        plans = self.plans or ((self.plan,) if self.plan is not None else ())
+        lines.extend(plan.explain() for plan in plans)
+        usage = self.usage
+        if self.stats.cost is not None:
+            lines.append(
+                f"billed: {usage.prompt_tokens} prompt tokens ({usage.cached_tokens} cached) + "
+                f"{usage.completion_tokens} completion tokens = {self.stats.cost:.6f}"
+            )
+        return "\n".join(lines) if lines else "nothing was sent"
 
 
 @dataclass(frozen=True, slots=True)

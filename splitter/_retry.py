@@ -23,15 +23,17 @@ from tenacity.stop import stop_base
 from ._exceptions import (
     APIConnectionError,
     APIStatusError,
+    APITimeoutError,
     InvalidResponseError,
     QuotaExceededError,
 )
 from ._policy import RetryPolicy
 
-__all__ = ["is_retryable", "retrying"]
+__all__ = ["fails_every_request", "is_retryable", "retrying"]
 
 T = TypeVar("T")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_EVERY_REQUEST_STATUS = frozenset({401, 403, 404})  # as the executor's batch-wide stop
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -41,6 +43,20 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, APIStatusError):
         return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
     return isinstance(exc, APIConnectionError | InvalidResponseError)
+
+
+def fails_every_request(error: BaseException | None, attempts: int) -> bool:
+    """Whether an answer's ``error`` is one every request to its endpoint would meet, so
+    that asking more questions there is pointless: a refused key (401, 403), an unknown
+    model or path (404), an empty quota, or a connection never made that was not retried
+    (``attempts`` at most 1: connection errors are retried once an endpoint has answered,
+    so one that was not means the endpoint never answered)."""
+    if isinstance(error, QuotaExceededError):
+        return True
+    if isinstance(error, APIStatusError):
+        return error.status_code in _EVERY_REQUEST_STATUS
+    connection = isinstance(error, APIConnectionError) and not isinstance(error, APITimeoutError)
+    return connection and attempts <= 1
 
 
 def _retry_after(state: RetryCallState) -> float | None:

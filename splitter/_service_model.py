@@ -99,12 +99,12 @@ class _Fit:
 
     def add(self, inputs: float, outputs: float, running: float, target: float) -> None:
         x = (1.0, inputs, outputs, outputs * (max(1.0, running) - 1))
-        self.yy = self.yy * _DECAY + target * target
-        for i in range(4):
-            self.xty[i] = self.xty[i] * _DECAY + x[i] * target
-            row = self.xtx[i]
-            for j in range(4):
-                row[j] = row[j] * _DECAY + x[i] * x[j]
+        decay = _DECAY
+        self.yy = self.yy * decay + target * target
+        xty = self.xty
+        for i, (xi, row) in enumerate(zip(x, self.xtx, strict=True)):
+            xty[i] = xty[i] * decay + xi * target
+            row[:] = [r * decay + xi * xj for r, xj in zip(row, x, strict=True)]
 
     def solve(
         self, theta0: tuple[float, ...], lams: tuple[float, ...]
@@ -361,7 +361,9 @@ def _misfit(
 
 
 def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
-    return sum(a * b for a, b in zip(x, theta, strict=True))
+    x0, x1, x2, x3 = x
+    t0, t1, t2, t3 = theta
+    return sum((x0 * t0, x1 * t1, x2 * t2, x3 * t3))
 
 
 def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, float]:
@@ -369,13 +371,20 @@ def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, 
     n = len(b)
     m = [[*row, b[i]] for i, row in enumerate(a)]
     for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        pivot = col
+        for r in range(col + 1, n):  # the first of the largest, as max() picks
+            if abs(m[r][col]) > abs(m[pivot][col]):
+                pivot = r
         m[col], m[pivot] = m[pivot], m[col]
+        top = m[col]
+        lead = top[col]
         for r in range(col + 1, n):
-            factor = m[r][col] / m[col][col]
+            row = m[r]
+            factor = row[col] / lead
             for c in range(col, n + 1):
-                m[r][c] -= factor * m[col][c]
+                row[c] -= factor * top[c]
     x = [0.0] * n
     for r in range(n - 1, -1, -1):
-        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+        row = m[r]
+        x[r] = (row[n] - sum([row[c] * x[c] for c in range(r + 1, n)])) / row[r]
     return (x[0], x[1], x[2], x[3])

@@ -15,7 +15,7 @@ what was already shown.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -24,8 +24,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._questions import Answer, BatchResult
+from ._sync import iterate_sync
 
-__all__ = ["AnswerStream", "Relay", "StreamEvent"]
+__all__ = ["AnswerStream", "Relay", "StreamEvent", "SyncAnswerStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +197,37 @@ class AnswerStream:
         async with self as events:
             async for event in events:
                 yield event
+
+
+class SyncAnswerStream(Iterator[StreamEvent]):
+    """The events of a streamed batch, read from sync code (``Splitter.stream``).
+
+    ``for event in splitter.stream(...)``: the questions run on an event loop in a helper
+    thread. ``result`` holds the whole ``BatchResult`` once the stream has ended, as
+    :attr:`AnswerStream.result` does. ``close()`` (or leaving its ``with`` block) stops
+    early and cancels the questions still running.
+    """
+
+    def __init__(self, stream: AnswerStream) -> None:
+        self._stream = stream
+        self._events = iterate_sync(stream)
+
+    @property
+    def result(self) -> BatchResult:
+        """Every answer in input order; available once the stream has ended."""
+        return self._stream.result
+
+    def __iter__(self) -> SyncAnswerStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        self._events.close()
+
+    def __enter__(self) -> SyncAnswerStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -6,18 +6,20 @@ sync code) ``anyio.run`` would fail, so the call moves to a fresh worker thread 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterable, Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 import anyio
 import anyio.from_thread
 import sniffio
 
-__all__ = ["iterate_sync", "run_sync"]
+__all__ = ["call_sync", "iterate_sync", "run_sync"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def run_sync(func: Callable[[], Awaitable[T]]) -> T:
@@ -28,6 +30,11 @@ def run_sync(func: Callable[[], Awaitable[T]]) -> T:
         return anyio.run(func)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitter-sync") as pool:
         return pool.submit(anyio.run, func).result()
+
+
+def call_sync(func: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``func(*args, **kwargs)`` run to completion by :func:`run_sync`: a sync twin's body."""
+    return run_sync(functools.partial(func, *args, **kwargs))
 
 
 def iterate_sync(

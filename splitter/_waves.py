@@ -69,6 +69,8 @@ async def run_graph(
         rate_limited=sum(s.rate_limited for s in run.stats),
         failed=sum(not a.ok for a in answers),
         repaired=sum(s.repaired for s in run.stats),
+        canaries=sum(s.canaries for s in run.stats),
+        canary_disagreements=sum(s.canary_disagreements for s in run.stats),
         predicted_wall_time=run.plans[0].predicted_latency if len(run.plans) == 1 else None,
     )
     first = run.plans[0] if run.plans else None

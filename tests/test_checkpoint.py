@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from splitter import FileRun, InvalidInputError, Splitter
+from splitter import (
+    FileRun,
+    InvalidInputError,
+    Policy,
+    QuotaExceededError,
+    RetryPolicy,
+    Splitter,
+)
 from splitter.sim import Faults, SimService, answer_tag, serve
 from splitter.testing import open_sim_client
 
@@ -106,19 +113,43 @@ async def test_failures_are_recorded_with_their_error_and_asked_again_next_run(
 ) -> None:
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
     questions = write_questions(questions_file, 12)
-    broken = SimService("gpt-4o-mini", time_scale=0.002, faults=Faults(rate_quota=1.0))
+    broken = SimService("gpt-4o-mini", time_scale=0.002, faults=Faults(rate_500=1.0))
+    once = Policy(retry=RetryPolicy(max_attempts=1))
     async with open_sim_client(broken) as client:
-        failing = await Splitter(client).arun_file(questions_file, out, model="m")
-        kept = await Splitter(client).arun_file(questions_file, out, model="m", retry_failed=False)
+        failing = await Splitter(client, policy=once).arun_file(questions_file, out, model="m")
+        kept = await Splitter(client, policy=once).arun_file(
+            questions_file, out, model="m", retry_failed=False
+        )
     assert failing == FileRun(questions=12, skipped=0, answered=0, failed=12)
     assert kept == FileRun(questions=12, skipped=12, answered=0, failed=0)
     records = read_answers(out)
     assert len(records) == 12
-    assert all(r["answer"] is None and r["error"].startswith("QuotaExceededError") for r in records)
+    assert all(r["answer"] is None and r["error"].startswith("ServerError") for r in records)
 
     async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
         retried = await Splitter(client).arun_file(questions_file, out, model="m")
     assert retried == FileRun(questions=12, skipped=0, answered=12, failed=0)
+    assert_each_id_answered_once_with_its_own_answer(out, questions)
+
+
+async def test_an_error_every_request_would_meet_stops_the_run_after_one_line(
+    tmp_path: Path,
+) -> None:
+    """An empty quota before any answer: its line is written and its error raised, not one
+    line per question; the next run, on a working service, answers every id once."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions = write_questions(questions_file, 300)
+    broken = SimService("gpt-4o-mini", time_scale=0.002, faults=Faults(rate_quota=1.0))
+    async with open_sim_client(broken) as client:
+        with pytest.raises(QuotaExceededError):
+            await Splitter(client).arun_file(questions_file, out, model="m", window=8)
+    records = read_answers(out)
+    assert 1 <= len(records) <= 8
+    assert all(r["error"].startswith("QuotaExceededError") for r in records)
+
+    async with open_sim_client(SimService("gpt-4o-mini", time_scale=0.002)) as client:
+        retried = await Splitter(client).arun_file(questions_file, out, model="m")
+    assert retried == FileRun(questions=300, skipped=0, answered=300, failed=0)
     assert_each_id_answered_once_with_its_own_answer(out, questions)
 
 

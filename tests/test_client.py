@@ -64,9 +64,9 @@ async def test_everyday_openai_code_returns_the_same_types_when_wrapped() -> Non
     assert isinstance(after[2], Response)
     assert isinstance(after[3], CreateEmbeddingResponse)
     assert after[4] == before[4]
-    # with_raw_response is the raw door: one request, never split.
+    # with_raw_response splits like the plain call; parse() gives the joined completion.
     assert isinstance(after[5], ChatCompletion)
-    assert not hasattr(after[5], DETAILS)
+    assert isinstance(getattr(after[5], DETAILS), CompoundAnswer)
 
 
 async def test_a_compound_prompt_comes_back_as_one_chat_completion() -> None:
@@ -100,8 +100,10 @@ async def test_a_compound_prompt_comes_back_as_one_chat_completion() -> None:
     [
         {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
         {"response_format": {"type": "json_object"}},
+        {"logprobs": True},
+        {"logprobs": True, "top_logprobs": 2},
     ],
-    ids=["tools", "json-mode"],
+    ids=["tools", "json-mode", "logprobs", "top-logprobs"],
 )
 async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, object]) -> None:
     service = SimService("instant")
@@ -114,6 +116,18 @@ async def test_requests_that_must_stay_whole_pass_through(extra: dict[str, objec
         )
     assert not hasattr(completion, DETAILS)
     assert len(service.log) == 1
+    if extra.get("logprobs"):
+        assert completion.choices[0].logprobs is not None  # the model's own, whole
+
+
+async def test_logprobs_false_is_the_default_and_still_splits() -> None:
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        completion = await splitter.wrap(plain).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": COMPOUND}], logprobs=False
+        )
+    assert isinstance(getattr(completion, DETAILS), CompoundAnswer)
+    assert len(service.log) == 2
 
 
 _UNSET = {"NOT_GIVEN": openai.NOT_GIVEN, "omit": openai.omit, "None": None, "empty": []}
@@ -432,3 +446,118 @@ async def test_wrap_on_event_sees_every_split_requests_batch_also_through_clones
 def test_wrap_refuses_an_on_event_that_is_not_callable() -> None:
     with pytest.raises(InvalidInputError, match="on_event must be callable"):
         splitter.wrap(openai.OpenAI(api_key="sk-x", base_url="http://127.0.0.1:9/v1"), on_event=3)  # type: ignore[arg-type]
+
+
+@OPENAI_TRIO_STREAM_LEAK
+async def test_the_raw_doors_split_and_parse_to_the_joined_reply() -> None:
+    """LangChain's ``invoke`` goes through ``with_raw_response``: a compound prompt splits
+    there too, and the raw response reads as openai's would: ``parse()`` gives the joined
+    completion, the headers name the first part's request id (all of them in
+    ``x-splitter-request-ids``); ``with_streaming_response`` and a streamed raw call alike."""
+    service = SimService("instant")
+    messages = [{"role": "user", "content": COMPOUND}]
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+        raw = await client.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers={"x-mine": "1"},
+        )
+        async with client.chat.completions.with_streaming_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+        ) as streamed:
+            via_stream_door = await streamed.parse()
+        raw_stream = await client.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+        )
+        chunks = [chunk async for chunk in raw_stream.parse()]
+        raw_response = await client.responses.with_raw_response.create(model="m", input=COMPOUND)
+        whole = await client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "Say hi."}]
+        )
+    completion = raw.parse()
+    details = getattr(completion, DETAILS)
+    assert isinstance(details, CompoundAnswer)
+    ids = [part.request_id for part in details.parts]
+    assert set(ids) <= {r.request_id for r in service.log}
+    assert raw.headers["x-request-id"] == completion._request_id == ids[0]
+    assert raw.headers["x-splitter-request-ids"] == ",".join(ids)
+    assert raw.http_response.json()["choices"][0]["message"]["content"] == details.text
+    assert isinstance(getattr(via_stream_door, DETAILS), CompoundAnswer)
+    assert streamed_text(chunks) == raw_stream.parse().splitter_details.text
+    assert isinstance(getattr(raw_response.parse(), DETAILS), CompoundAnswer)
+    assert not hasattr(whole.parse(), DETAILS)  # one question: openai's own raw response
+    assert whole.headers["x-request-id"] == service.log[-1].request_id
+    assert len(service.log) == 4 * 2 + 1
+
+
+_SCHEMA = '{"properties": {"capital": {"type": "string"}}, "required": ["capital"]}'
+# The frameworks' own format instructions, verbatim (with a schema filled in).
+_FORMAT_INSTRUCTIONS = {
+    "langchain-pydantic-parser": (
+        "The output should be formatted as a JSON instance that conforms to the JSON schema "
+        'below.\n\nAs an example, for the schema {...} the object {"foo": ["bar", "baz"]} '
+        f"is a well-formatted instance of the schema.\n\nHere is the output schema:\n```\n"
+        f"{_SCHEMA}\n```"
+    ),
+    "langchain-json-strict": (
+        "STRICT OUTPUT FORMAT:\n- Return only the JSON value that conforms to the schema. Do "
+        "not include any additional text, explanations, headings, or separators."
+    ),
+    "langchain-comma-list": (
+        "Your response should be a list of comma separated values, eg: `foo, bar, baz` or "
+        "`foo,bar,baz`"
+    ),
+    "langchain-numbered-list": (
+        "Your response should be a numbered list with each item on a new line. For example: "
+        "\n\n1. foo\n\n2. bar\n\n3. baz"
+    ),
+    "langchain-markdown-list": "Your response should be a markdown list, eg: `- foo\n- bar`",
+    "langchain-xml": "The output should be formatted as a XML file.",
+    "instructor-json": (
+        "As a genius expert, your task is to understand the content and provide the parsed "
+        f"objects in json that match the following json_schema:\n\n{_SCHEMA}\n\nMake sure to "
+        "return an instance of the JSON, not the schema itself"
+    ),
+    "pydantic-ai-prompted": (
+        "Always respond with a JSON object that's compatible with this schema:\n\n"
+        f"{_SCHEMA}\n\nDon't include any text or Markdown fencing before or after."
+    ),
+    "answer-in-json": "Answer in JSON.",
+    "respond-with-a-list": "Respond with a list.",
+    "following-format": "Respond in the following format:\nCity: <name>\nSum: <number>",
+    "tags": "Wrap your answer in <answer></answer> tags.",
+    "single-object": "Reply with a single object holding both answers.",
+    "one-sentence": "Answer in one sentence.",
+}
+_NOT_FORMAT = ["Be concise.", "You are a helpful assistant.", "Answer in French.", "Be informal."]
+
+
+@pytest.mark.parametrize(
+    ("system", "whole"),
+    [pytest.param(text, True, id=name) for name, text in _FORMAT_INSTRUCTIONS.items()]
+    + [pytest.param(text, False, id=text) for text in _NOT_FORMAT],
+)
+async def test_a_system_message_that_dictates_the_format_keeps_the_prompt_whole(
+    system: str, whole: bool
+) -> None:
+    """Split, each part would get the format and the joined reply would have it twice (two
+    JSON objects, two lists) where the caller's parser expects one; chat's system message
+    and the Responses API's ``instructions`` alike. Other system messages still split."""
+    service = SimService("instant")
+    async with service.async_client() as plain:
+        client = splitter.wrap(plain)
+        completion = await client.chat.completions.create(
+            model="m",
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": COMPOUND},
+            ],
+        )
+        response = await client.responses.create(model="m", input=COMPOUND, instructions=system)
+    assert hasattr(completion, DETAILS) is not whole
+    assert hasattr(response, DETAILS) is not whole
+    assert len(service.log) == (2 if whole else 4)

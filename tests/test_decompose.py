@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from splitter import decompose
+from splitter import InvalidInputError, decompose
 
 DATA = Path(__file__).parent / "data"
 CORPORA = sorted(DATA.glob("decompose_*.jsonl"))
@@ -85,9 +85,10 @@ def test_dependencies_are_detected_and_err_towards_waiting() -> None:
 
 
 def test_blank_and_non_text_prompts_are_clear_errors() -> None:
-    with pytest.raises(ValueError, match="blank"):
+    """Both are the package's one bad-input error (a ValueError), naming what is wrong."""
+    with pytest.raises(InvalidInputError, match="blank"):
         decompose("  \n ")
-    with pytest.raises(TypeError, match="str"):
+    with pytest.raises(InvalidInputError, match="prompt must be a str, not bytes"):
         decompose(b"bytes")  # type: ignore[arg-type]
 
 

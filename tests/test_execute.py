@@ -15,7 +15,7 @@ from splitter import (
     ServerError,
     Splitter,
 )
-from splitter._execute import _Turns
+from splitter._turns import Turns
 from splitter.sim import Faults, SimService, answer_tag
 from splitter.testing import assert_answers_match, open_sim_client
 
@@ -149,7 +149,7 @@ async def test_service_model_learns_the_engine_curve() -> None:
 async def test_turns_pass_over_a_request_done_before_its_turn() -> None:
     """Ticket 2 gives up before its turn (say, refused as oversized): ticket 1 still gets
     its turn once ticket 0 is done, and nobody waits forever."""
-    turns, went = _Turns(), []
+    turns, went = Turns(), []
 
     async def take(ticket: int) -> None:
         await turns.wait(ticket)

@@ -42,11 +42,11 @@ from splitter import (
 from splitter._budget._account import Account
 from splitter._compat import http_module
 from splitter._headers import parse_count, parse_duration, parse_retry_after
+from splitter._inputs import normalize_questions
 from splitter._llm_decompose import parse_plan
 from splitter._merge import build_merged_prompt, parse_merged
 from splitter._openai import _Collected
 from splitter._questions import unsendable_at
-from splitter._splitter import normalize_questions
 from splitter.sim import SimService, answer_tag, serve
 from splitter.sim._answers import answer_prompt
 

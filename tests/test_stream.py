@@ -230,6 +230,29 @@ def test_the_sync_twin_streams_through_a_sync_client() -> None:
     assert first.index == 0
 
 
+def test_the_sync_twin_has_the_result_at_its_end_as_the_async_one_does() -> None:
+    """``stream(...).result`` is the whole BatchResult once read to the end (refused
+    before), its answers the texts the events delivered; closing early ends the stream."""
+    service = SimService("gpt-4o-mini", time_scale=0.01)
+    questions = ["Long? [len=30]", "Short? [len=4]", "Third? [len=8]"]
+    with serve(service) as base_url, openai.OpenAI(base_url=base_url, api_key="sk") as client:
+        splitter = Splitter(client, policy=FANOUT)
+        events = splitter.stream(questions, model="m")
+        with pytest.raises(RuntimeError, match="not ended yet"):
+            events.result  # noqa: B018 - reading it is the test
+        seen = list(events)
+        with splitter.stream(questions, model="m") as stopped:
+            first = next(stopped)
+    result = events.result
+    assert [a.index for a in result] == [0, 1, 2]
+    assert all(a.ok for a in result)
+    assert [a.text for a in result] == [texts_by_question(seen)[i] for i in range(3)]
+    assert (result[1].text or "").startswith(answer_tag(questions[1]))
+    assert first.index == 0
+    with pytest.raises(RuntimeError, match="not ended yet"):
+        stopped.result  # noqa: B018 - closed early, it never ended
+
+
 async def test_a_failed_attempts_buffer_is_never_shown_when_its_turn_comes_during_backoff() -> None:
     """Both streams break: the first, live, ends with StreamInterruptedError, and so the
     second's turn comes while it waits to retry. That turn must not deliver the broken

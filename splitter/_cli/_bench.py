@@ -44,7 +44,9 @@ from typing import Any
 import anyio
 import openai
 
+from .._openai import translate_error
 from ..sim import PROFILES, SimService, serve
+from ._args import at_least_one, positive_number
 from ._experiment import Measured, Settings, experiment, summarize
 from ._probe import ARMS
 
@@ -130,19 +132,32 @@ def _print_report(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``splitter bench`` and ``bench/seed_benchmark.py``."""
     parser.add_argument(
-        "--base-url", default=None, help="OpenAI-compatible endpoint (default: the simulator)"
+        "--base-url",
+        default=None,
+        help="the OpenAI-compatible endpoint to measure (default: a simulated one)",
     )
     parser.add_argument(
-        "--model", default=None, help="model name to send (default with the simulator: its profile)"
+        "--model",
+        default=None,
+        help="the model to ask (required with --base-url; default: the simulated profile)",
     )
     parser.add_argument(
-        "--api-key", default=None, help="API key (default: $OPENAI_API_KEY, else a placeholder)"
+        "--api-key", default=None, help="the API key (default: $OPENAI_API_KEY, else none)"
     )
-    parser.add_argument("--questions", type=int, default=5, help="independent questions N")
-    parser.add_argument("--tokens", type=int, default=200, help="answer length T, pinned")
-    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per arm")
     parser.add_argument(
-        "--calibration", type=int, default=2, help="auto's batches before measuring"
+        "--questions", type=at_least_one, default=5, help="N, the independent questions"
+    )
+    parser.add_argument(
+        "--tokens", type=at_least_one, default=200, help="T, every answer's length in tokens"
+    )
+    parser.add_argument(
+        "--rounds", type=at_least_one, default=3, help="measured rounds of each way"
+    )
+    parser.add_argument(
+        "--calibration",
+        type=int,
+        default=2,
+        help="batches splitter's own choice learns the endpoint from before measuring",
     )
     parser.add_argument(
         "--ignore-eos",
@@ -150,13 +165,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="send llama.cpp's ignore_eos so every answer is exactly T tokens",
     )
     parser.add_argument(
-        "--profile", default="gpt-4o-mini", choices=sorted(PROFILES), help="simulator profile"
+        "--profile",
+        default="gpt-4o-mini",
+        choices=sorted(PROFILES),
+        help="which kind of service to simulate (without --base-url)",
     )
     parser.add_argument(
-        "--time-scale", type=float, default=0.1, help="simulator: real seconds per sim second"
+        "--time-scale",
+        type=positive_number,
+        default=0.1,
+        help="real seconds per simulated second (without --base-url)",
     )
-    parser.add_argument("--timeout", type=float, default=600.0, help="per request, seconds")
-    parser.add_argument("--json", default=None, metavar="PATH", help="write everything here")
+    parser.add_argument(
+        "--timeout", type=positive_number, default=600.0, help="seconds allowed per request"
+    )
+    parser.add_argument(
+        "--json", default=None, metavar="PATH", help="also write every measurement here"
+    )
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -207,8 +232,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             outcome = anyio.run(experiment, s, s.base_url, scale, False)
         except openai.OpenAIError as exc:
-            print(f"splitter bench: the endpoint failed: {exc}", file=sys.stderr)
-            return 1
+            failure = translate_error(exc)
+            print(f"splitter bench: error: {s.base_url} failed: {failure}", file=sys.stderr)
+            return 3
     results, calibration, measured_probe, auto = outcome
     summary = summarize(s, results, measured_probe, auto, scale)
     if getattr(args, "target", None) is not None:  # bench/seed_benchmark.py's bookkeeping

@@ -1,5 +1,5 @@
-"""``splitter demo``: the seeds' experiment on the simulator, one merged request vs fan-out
-vs auto."""
+"""``splitter demo``: the same questions merged into one request, fanned out one request
+each, and as the planner chooses, on the simulator (the seeds' experiment)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import openai
 from .._policy import MergePolicy, Policy
 from .._questions import BatchResult
 from .._splitter import Splitter
-from ..sim import SimService, answer_tag, serve
+from ..sim import PROFILES, SimService, answer_tag, serve
+from ._args import at_least_one, positive_number
 
 DEMO_QUESTIONS = (
     "Why does an LLM generate its answer one token at a time?",
@@ -26,6 +27,38 @@ DEMO_QUESTIONS = (
     "Why do long prompts cost more to prefill?",
     "What is speculative decoding?",
 )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``splitter demo``."""
+    parser.add_argument(
+        "--profile",
+        default="gpt-4o-mini",
+        choices=sorted(PROFILES),
+        help="which kind of service to simulate",
+    )
+    parser.add_argument(
+        "--questions",
+        type=int,
+        default=5,
+        choices=range(2, 9),
+        metavar="{2..8}",
+        help="how many questions to ask",
+    )
+    parser.add_argument(
+        "--tokens", type=at_least_one, default=200, help="answer length of each question, tokens"
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=positive_number,
+        default=0.1,
+        help="real seconds per simulated second (smaller runs faster)",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="talk to the simulator in-process instead of over a loopback HTTP server",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._exceptions import InvalidInputError
 from ._dependencies import with_detected_dependencies
 from ._reading import _asks, _core, _instruction, _is_request, _list_of_questions, _without_greeting
 from ._rules import (
@@ -56,12 +57,13 @@ from ._units import _strip_label, _units
 def decompose(prompt: str) -> Decomposition:
     """Split ``prompt`` into its sub-questions (one part when it is one question).
 
-    Raises ``ValueError`` for a blank prompt.
+    Raises ``InvalidInputError`` (a ``ValueError``) for a prompt that is not a str or is
+    blank.
     """
     if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+        raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}")
     if not prompt.strip():
-        raise ValueError("the prompt is blank")
+        raise InvalidInputError("the prompt is blank")
     units = [] if _FENCE.search(prompt) else _units(prompt)
     chosen = _choose(units, prompt)
     if len(chosen) < 2 or _is_material(prompt, chosen):

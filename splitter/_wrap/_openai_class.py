@@ -1,6 +1,6 @@
-"""The ONLY module that touches openai's private client API (``request``,
-``_process_response``, ``_idempotency_key``): the per-``wrap`` subclass of the client's own
-class."""
+"""With ``_raw`` (its raw-response classes), the only module that touches openai's private
+client API (``request``, ``_process_response``, ``_idempotency_key``): the per-``wrap``
+subclass of the client's own class."""
 
 from __future__ import annotations
 

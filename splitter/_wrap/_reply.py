@@ -56,7 +56,15 @@ def _response(answer: CompoundAnswer, model: str, kwargs: dict[str, Any]) -> Res
         }
     )
     object.__setattr__(response, DETAILS_ATTRIBUTE, answer)
+    object.__setattr__(response, "_request_id", _first_request_id(answer))
     return response
+
+
+def _first_request_id(details: Answer | CompoundAnswer) -> str | None:
+    """What openai puts in ``_request_id``: here the first part's provider request id (every
+    part's is on ``splitter_details.parts[i].request_id``)."""
+    answers = details.parts if isinstance(details, CompoundAnswer) else (details,)
+    return next((a.request_id for a in answers if a.request_id), None)
 
 
 def _single_completion(answer: Answer, model: str) -> ChatCompletion:
@@ -106,4 +114,5 @@ def _chat_completion(
     )
     # Not a pydantic field: it stays out of model_dump() / to_json() and cannot collide.
     object.__setattr__(completion, DETAILS_ATTRIBUTE, details)
+    object.__setattr__(completion, "_request_id", _first_request_id(details))
     return completion

@@ -3,6 +3,7 @@ split into its parts; what may ride along, and the isolation key."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import openai
@@ -29,20 +30,54 @@ _KEEP_WHOLE = frozenset(
         "modalities",
         "prediction",
         "parallel_tool_calls",
+        # Per-token log probabilities of a joined answer would have to be stitched from the
+        # parts' and the labels between them (which no model wrote): asked for, they keep
+        # the request whole, so what comes back is what the model produced.
+        "logprobs",
+        "top_logprobs",
     }
 )
 
 
+# A system message (or ``instructions``) that dictates the reply's shape keeps the prompt
+# whole: each part would get the shape, and the joined answer would have it several times
+# (two JSON objects, two lists) where the caller's parser expects one. Conservative on
+# purpose: a false alarm only costs the split. Each rule is one way of saying it; the
+# framework texts (LangChain's output parsers, instructor's, pydantic-ai's prompted output)
+# are in tests/test_client.py.
+_FORMAT_RULES = tuple(
+    re.compile(rule, re.IGNORECASE | re.DOTALL)
+    for rule in (
+        r"\b(json|yaml|xml|csv|toml|html)\b",  # a data format
+        r"schema",
+        r"```|~~~",  # fenced output
+        r"<\s*/?\s*[a-z_][\w-]*\s*>",  # an XML-style tag to wrap the answer in
+        r"\bformat",  # "the following format", "formatted as", "format your answer"
+        r"\b(template|structure[ds]?)\b",
+        r"\b(respond|reply|replies|answer|output|return|response|write)\w*\b.{0,40}?"
+        r"\b(list|table|bullets?|object|array|single|one (word|line|sentence|paragraph))\b",
+        r"\b(bullet(ed)? points?|numbered list|markdown|single (object|line|sentence|word|"
+        r"paragraph|answer|response|value))\b",
+        r"\bonly (one|a single)\b",
+    )
+)
+
+
+def dictates_format(system: str | None) -> bool:
+    """Whether a system message tells the model what shape its reply must take."""
+    return system is not None and any(rule.search(system) for rule in _FORMAT_RULES)
+
+
 def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The parameters a request really sets: openai's "not given" sentinels, ``None``,
-    empty containers and ``stream=False`` (the default) are dropped."""
+    empty containers, ``stream=False`` and ``logprobs=False`` (the defaults) are dropped."""
     return {
         key: value
         for key, value in kwargs.items()
         if value is not None
         and not isinstance(value, _SENTINELS)
         and not (isinstance(value, list | tuple | dict | set | frozenset) and not value)
-        and not (key == "stream" and value is False)
+        and not (key in ("stream", "logprobs") and value is False)
     }
 
 
@@ -68,6 +103,8 @@ def _compound(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]] 
             return None  # earlier turns or several user messages: a conversation
     if not users:
         return None
+    if any(dictates_format(text) for text in system):
+        return None
     dropped = ("messages", "model", "stream", "stream_options", "n")
     params = {k: v for k, v in kwargs.items() if k not in dropped}
     return users[0], "\n\n".join(system) or None, params
@@ -92,6 +129,8 @@ def _compound_response(kwargs: dict[str, Any]) -> tuple[str, str | None, dict[st
             given = message.get("content")
     instructions = kwargs.get("instructions")
     if not isinstance(given, str) or not isinstance(instructions, str | None):
+        return None
+    if dictates_format(instructions):
         return None
     params: dict[str, Any] = {k: kwargs[k] for k in ("temperature", "top_p") if k in kwargs}
     if isinstance(kwargs.get("max_output_tokens"), int):

@@ -119,7 +119,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--limiter {args.limiter}: {_first_error(exc)}")
     service = _service(args, limits)
     signal.signal(signal.SIGTERM, _interrupt)  # terminate() shuts down as cleanly as Ctrl-C
-    with serve(service, host=args.host, port=args.port) as url:
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(serve(service, host=args.host, port=args.port))
+        except OSError as exc:  # the port is taken, or the host is not this machine's
+            where = f"{args.host}:{args.port}"
+            print(
+                f"{parser.prog}: error: cannot listen on {where}: {exc.strerror}", file=sys.stderr
+            )
+            return 1
+        except RuntimeError as exc:  # uvicorn (the sim extra) is not installed
+            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            return 1
         print(f"splitter.sim serving {service.profile.name} at {url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -55,3 +56,25 @@ def test_example_runs(script: Path, sim_url: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "failed" not in done.stdout
     assert done.stdout.strip()
+
+
+def test_the_aggregator_example_shows_its_callers_aggregated(sim_url: str) -> None:
+    """12 concurrent callers of 3 tenants become one batch per tenant, and under the
+    example's tight budget fewer requests than callers, merged; the output says so."""
+    env = {**os.environ, "OPENAI_BASE_URL": sim_url, "OPENAI_API_KEY": "sk-sim"}
+    script = ROOT / "examples" / "aggregator_fastapi.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    said = re.search(
+        r"^aggregated: 12 callers were asked in 3 batches \(questions per batch: \[4, 4, 4\]\) "
+        r"sent as (\d+) requests$",
+        done.stdout,
+        re.M,
+    )
+    assert said is not None, done.stdout
+    assert int(said.group(1)) < 12
+    merged = re.search(r"^(\d+) of 12 answers came from merged requests$", done.stdout, re.M)
+    assert merged is not None
+    assert int(merged.group(1)) == done.stdout.count("-> (merged)") > 0

@@ -1,0 +1,110 @@
+"""Canaries: a merged item also asked alone, to learn whether merged answers can be trusted.
+
+A merged reply that parses is not necessarily a good one: a model may answer every item
+with a well-formed non-answer, or another item's answer. So, per endpoint (base URL, key
+and model), some merged items are asked alone as well — every merged request of the first
+``MergePolicy.canary_first``, then at most ``MergePolicy.canary_share`` of the endpoint's
+requests — and the two answers are compared by :func:`agrees`. The share that agree is
+learned (:class:`CanaryRecord`), and the planner allows a merged plan only while it stays
+at or above ``MergePolicy.min_agreement``.
+
+What the measure can see: a merged answer that is a non-answer, off-topic, another item's
+answer, or cut short, where the solo answer is not. What it cannot: a model that is wrong
+the same way alone and merged agrees with itself; and two correct answers worded very
+differently (long free text, sampled at a high temperature) can fall under the overlap
+threshold and read as a disagreement, which errs towards asking alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ._policy import MergePolicy
+
+__all__ = ["Agreement", "CanaryRecord", "agrees", "overlap"]
+
+_WORD = re.compile(r"\w+")
+_DECAY = 0.95  # per canary compared: the estimate follows a model that changes, slowly
+_PRIOR = 1.0  # canaries' worth of assumed agreement before any is compared
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the two texts' sets of words (case-folded, punctuation dropped):
+    1.0 for texts equal once normalised, 0.0 for texts with no word in common."""
+    words_a = set(_WORD.findall(a.casefold()))
+    words_b = set(_WORD.findall(b.casefold()))
+    if words_a == words_b:
+        return 1.0
+    return len(words_a & words_b) / len(words_a | words_b)
+
+
+def agrees(merged: str, alone: str, threshold: float) -> bool:
+    """Whether a merged answer says what the same question asked alone says."""
+    return overlap(merged, alone) >= threshold
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """The learned agreement of one endpoint's merged answers with their canaries."""
+
+    share: float  # the running estimate, prior included
+    checked: int  # canaries compared so far
+
+    def describe(self, minimum: float) -> str:
+        if not self.checked:
+            return f"merge quality: no canary compared yet (min agreement {minimum:.0%})"
+        return (
+            f"merge quality: merged answers agreed with {self.share:.0%} of "
+            f"{self.checked} canaries (min agreement {minimum:.0%})"
+        )
+
+
+class CanaryRecord:
+    """One endpoint's canaries: how many were sent, how many agreed, and when the next is due.
+
+    The agreement estimate is a decayed share with a prior of one agreeing canary, so a
+    first disagreement brings it to 50%. Canaries are due on every merged request until
+    ``canary_first`` have been sent, then whenever sending one keeps canaries at or under
+    ``canary_share`` of the requests sent since.
+    """
+
+    __slots__ = ("_agreed", "_compared", "checked", "requests_since", "sent", "sent_since")
+
+    def __init__(self) -> None:
+        self._agreed = 0.0
+        self._compared = 0.0
+        self.checked = 0
+        self.sent = 0
+        self.sent_since = 0  # canaries sent once settled
+        self.requests_since = 0  # requests sent once settled (canaries included)
+
+    @property
+    def agreement(self) -> Agreement:
+        share = (self._agreed + _PRIOR) / (self._compared + _PRIOR)
+        return Agreement(share, self.checked)
+
+    def observe(self, agreed: bool) -> None:
+        self._agreed = self._agreed * _DECAY + agreed
+        self._compared = self._compared * _DECAY + 1
+        self.checked += 1
+
+    def due(self, policy: MergePolicy, pending_requests: int = 0) -> bool:
+        """Whether the next merged request should send a canary (and, if so, count it);
+        ``pending_requests``: requests of the running batch not yet counted here."""
+        if not policy.canaries:
+            return False
+        if self.sent < policy.canary_first:
+            self.sent += 1
+            return True
+        seen = self.requests_since + pending_requests
+        if self.sent_since + 1 > policy.canary_share * seen:
+            return False
+        self.sent += 1
+        self.sent_since += 1
+        return True
+
+    def count_requests(self, requests: int, policy: MergePolicy) -> None:
+        """A batch sent ``requests`` (canaries included): the share is of these once settled."""
+        if self.sent >= policy.canary_first:
+            self.requests_since += requests

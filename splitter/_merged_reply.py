@@ -1,0 +1,98 @@
+"""A merged request's reply read back into one answer per question: the text parsed by its
+nonce markers, the service's usage shared out over the answers, each answer's length
+taught to the endpoint; the items missing, ambiguous or cut off are named for re-asking
+alone (``via="repair"``). And whether a failed merged request's questions may pass alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._endpoint import Endpoint
+from ._exceptions import APIStatusError, SplitterError
+from ._merge import ANSWER_MARKER_TOKENS, MergedPrompt, parse_merged
+from ._openai import Completion
+from ._questions import Answer, Question, Usage
+from ._retry import is_retryable
+
+__all__ = ["MergedReply", "alone_may_pass", "read_merged"]
+
+# A merged request the service refused for its content: alone, its questions may pass.
+_CONTENT_STATUS = frozenset({400, 413, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class MergedReply:
+    """The answers read from a merged reply, and the questions to re-ask alone."""
+
+    answers: list[Answer]
+    missing: list[int]
+
+
+def read_merged(
+    completion: Completion,
+    prompt: MergedPrompt,
+    indexes: Sequence[int],
+    questions: Sequence[Question],
+    endpoint: Endpoint,
+    attempts: int,
+) -> MergedReply:
+    """``completion``, the reply to ``prompt`` asking ``questions[i]`` for ``i`` in
+    ``indexes`` (in that order), as answers; what was read is taught to ``endpoint``."""
+    truncated = completion.finish_reason == "length"
+    parsed = parse_merged(completion.text, prompt, truncated=truncated)
+    found = {indexes[k - 1]: text for k, text in parsed.answers.items()}
+    endpoint.merges.observe(len(indexes), len(found))
+    answers = []
+    for (index, text), usage in zip(
+        found.items(), _usage_shares(completion.usage, found), strict=True
+    ):
+        question = questions[index]
+        # The service's own count shared out by length (less the marker), the same unit
+        # as a single answer's usage: a local tokenizer may count unlike the model's.
+        own = max(1, usage.completion_tokens - ANSWER_MARKER_TOKENS)
+        endpoint.lengths.observe(question.text, own)
+        answers.append(
+            Answer(
+                index,
+                question,
+                text,
+                usage=usage,
+                attempts=attempts,
+                request_id=completion.request_id,
+                finish_reason="stop",
+                via="merged",
+            )
+        )
+    return MergedReply(answers, [indexes[k - 1] for k in parsed.missing])
+
+
+def alone_may_pass(error: SplitterError) -> bool:
+    """A merged request failed: may its questions, asked alone, still be answered?"""
+    if isinstance(error, APIStatusError) and not is_retryable(error):
+        return error.status_code in _CONTENT_STATUS  # e.g. too long together
+    return True
+
+
+def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:
+    """Split a merged request's usage over its answers: prompt evenly, completion by length;
+    the shares add up to the total exactly."""
+    n = len(texts)
+    prompts = _apportion(total.prompt_tokens, [1.0] * n)
+    cached = _apportion(total.cached_tokens, [1.0] * n)
+    completions = _apportion(total.completion_tokens, [max(1, len(t)) for t in texts.values()])
+    return [Usage(p, c, h) for p, c, h in zip(prompts, completions, cached, strict=True)]
+
+
+def _apportion(total: int, weights: Sequence[float]) -> list[int]:
+    if not weights:
+        return []
+    whole = sum(weights)
+    exact = [total * w / whole for w in weights]
+    shares = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: shares[i] - exact[i])
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares

@@ -1,0 +1,67 @@
+"""``RequestSpec``: what a request is sent with (model, system prompt, history, the caller's
+keywords): the batch's, and each question's own over it (``RequestSpec.of``); the messages
+and output cap of one request, and the shape that questions merged together must share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._questions import Question
+
+__all__ = ["RequestSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What every request of a batch is sent with; ``of(question)`` what one question's is."""
+
+    model: str
+    system: str | None
+    params: dict[str, Any]
+    isolation_key: str | None = None  # whose answers these are: a cache never crosses it
+    history: tuple[dict[str, Any], ...] = ()  # messages between the system prompt and the user's
+
+    def messages(self, user: str) -> list[dict[str, Any]]:
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return [*head, *self.history, {"role": "user", "content": user}]
+
+    def capped(self, max_tokens: int | None) -> dict[str, Any]:
+        """The params with the output cap set (under the caller's own key, if any)."""
+        if max_tokens is None:
+            return self.params
+        key = "max_completion_tokens" if "max_completion_tokens" in self.params else "max_tokens"
+        return {**self.params, key: max_tokens}
+
+    @property
+    def cap(self) -> int | None:
+        """The output cap the keywords set, if any."""
+        cap = self.params.get("max_tokens", self.params.get("max_completion_tokens"))
+        return cap if isinstance(cap, int) else None
+
+    def of(self, question: Question) -> RequestSpec:
+        """The request ``question`` is sent with: its own system prompt, history and
+        keywords over the batch's (its keywords key by key; ``system=""``: none)."""
+        if not question.has_own_request:
+            return self
+        system = self.system if question.system is None else question.system
+        params = {**self.params, **question.params} if question.params else self.params
+        return replace(self, system=system, params=params, history=question.messages)
+
+    def shape(self, question: Question, index: int) -> Hashable:
+        """What ``question``'s request must share with others' to be merged with them:
+        None for the batch's own request; a question with history is alone (its index)."""
+        if not question.has_own_request:
+            return None
+        if question.messages:
+            return ("history", index)
+        own = self.of(question)
+        if own.system == self.system and own.params == self.params:
+            return None
+        # Keywords compared by their JSON text; a value JSON cannot show (a class passed as
+        # response_format) by its repr, which only ever keeps apart what may be equal.
+        return (own.system or "", json.dumps(own.params, sort_keys=True, default=repr))

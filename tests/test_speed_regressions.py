@@ -1,0 +1,335 @@
+"""Speed cuts that must not change a result: each fast path is checked against the plain
+version it replaced (kept here as the reference), on fixed random inputs."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+
+import pytest
+
+from splitter import InvalidInputError, Policy, Splitter, _estimate
+from splitter._budget import BudgetSnapshot
+from splitter._cost_model import ServiceEstimate, simulate
+from splitter._estimate import _CUES, _cue
+from splitter._meter import InFlightMeter
+from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
+from splitter._service_model import _DECAY, _dot, _Fit, _solve4
+from splitter.sim import SimService
+from splitter.testing import open_sim_client
+
+
+class _NeverForgets(InFlightMeter):
+    """The meter with every return time kept: what pruning must not change."""
+
+    def _forget(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("width", "requests"), [(4, 200), (64, 600), (300, 900)])
+def test_meter_pruning_changes_no_reading(width: int, requests: int) -> None:
+    """Requests of random lengths, ``width`` in flight at a time (some sent at the same
+    instant, some returning at the same instant): every finish reads exactly what a meter
+    that forgets nothing reads, and the pruned meter keeps fewer return times."""
+    rng = random.Random(width)
+    pruned, reference = InFlightMeter(), _NeverForgets()
+    out: list[tuple[float, int, int]] = []
+    now, sent, kept_max = 0.0, 0, 0
+    while sent < requests or out:
+        if sent < requests and len(out) < width:
+            now += rng.choice([0.0, 0.0, 0.5])
+            token = pruned.start(now)
+            assert reference.start(now) == token
+            heapq.heappush(out, (now + rng.choice([1.0, 2.0, rng.uniform(0.5, 30.0)]), token, 0))
+            sent += 1
+            continue
+        finish, token, _ = heapq.heappop(out)
+        now = max(now, finish)
+        assert pruned.finish(token, now) == reference.finish(token, now)
+        kept_max = max(kept_max, len(pruned._returned))
+    assert kept_max < len(reference._returned) == requests
+
+
+def _reference_solve4(a: list[list[float]], b: list[float]) -> tuple[float, ...]:
+    """The elimination as first written (max() for the pivot, sum() of a generator)."""
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, n):
+            factor = m[r][col] / m[col][col]
+            for c in range(col, n + 1):
+                m[r][c] -= factor * m[col][c]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+    return tuple(x)
+
+
+def test_fit_sums_and_solution_match_the_plain_loops() -> None:
+    """The decayed least-squares sums and their ridge solution, bit for bit the values of
+    the plain double loop and elimination, over 300 random observations (ties in the pivot
+    column included: a zero column and repeated rows)."""
+    rng = random.Random(7)
+    fit = _Fit(None)
+    xtx = [[0.0] * 4 for _ in range(4)]
+    xty, yy = [0.0] * 4, 0.0
+    for n in range(300):
+        inputs, outputs = float(rng.randint(1, 900)), float(rng.randint(1, 400))
+        running, target = rng.choice([1.0, 0.5, rng.uniform(1, 64)]), rng.uniform(0.01, 20)
+        fit.add(inputs, outputs, running, target)
+        x = (1.0, inputs, outputs, outputs * (max(1.0, running) - 1))
+        yy = yy * _DECAY + target * target
+        for i in range(4):
+            xty[i] = xty[i] * _DECAY + x[i] * target
+            for j in range(4):
+                xtx[i][j] = xtx[i][j] * _DECAY + x[i] * x[j]
+        assert (fit.xtx, fit.xty, fit.yy) == (xtx, xty, yy)
+        theta0 = tuple(rng.uniform(0, 1) for _ in range(4))
+        small = n % 7 == 0 and n > 10  # nearly no ridge
+        lams = tuple(1e-9 if small else rng.uniform(0, 5) for _ in range(4))
+        a = [
+            [v + (lams[i] if i == j else 0.0) for j, v in enumerate(row)]
+            for i, row in enumerate(xtx)
+        ]
+        b = [v + lams[i] * theta0[i] for i, v in enumerate(xty)]
+        if n % 11 == 0:
+            a[2] = a[1][:]  # a tie for the pivot
+            b[2] = b[1]
+            a[2][2] += 1.0
+        assert _solve4([r[:] for r in a], b[:]) == _reference_solve4(a, b)
+        assert _dot(x, theta0) == sum(p * q for p, q in zip(x, theta0, strict=True))
+
+
+def _reference_simulate(
+    inputs: list[int],
+    outputs: list[int],
+    ready: list[float],
+    estimate: ServiceEstimate,
+    concurrency: int,
+) -> tuple[list[float], list[float]]:
+    """The event simulation as first written, calling ``estimate.tpot`` at every event."""
+    half_rtt = estimate.rtt / 2
+    server_slots = estimate.slots if estimate.slots is not None else len(inputs)
+    starts, finishes = [0.0] * len(inputs), [0.0] * len(inputs)
+    events: list[tuple[float, int, int]] = []
+    decoding: list[tuple[float, int]] = []
+    queue: deque[int] = deque()
+    now = produced = 0.0
+    free, upcoming, engine_free = concurrency, 0, server_slots
+
+    def admit(i: int) -> None:
+        prefill = estimate.ttft0 + inputs[i] / estimate.prefill_rate
+        heapq.heappush(events, (now + prefill, 0, i))
+
+    while upcoming < len(inputs) or events or decoding:
+        t_start = max(now, ready[upcoming]) if free and upcoming < len(inputs) else math.inf
+        t_event = events[0][0] if events else math.inf
+        tpot = estimate.tpot(len(decoding))
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else math.inf
+        t_next = min(t_start, t_event, t_decoded)
+        if decoding:
+            produced += (t_next - now) / tpot
+        now = t_next
+        if t_next == t_decoded:
+            _, i = heapq.heappop(decoding)
+            heapq.heappush(events, (now + half_rtt, 1, i))
+            if queue:
+                admit(queue.popleft())
+            else:
+                engine_free += 1
+        elif t_next == t_event:
+            _, kind, i = heapq.heappop(events)
+            if kind == 0:
+                heapq.heappush(decoding, (produced + outputs[i], i))
+            elif kind == 1:
+                finishes[i] = now
+                free += 1
+            elif engine_free:
+                engine_free -= 1
+                admit(i)
+            else:
+                queue.append(i)
+        else:
+            i, upcoming, free = upcoming, upcoming + 1, free - 1
+            starts[i] = now
+            heapq.heappush(events, (now + half_rtt, 2, i))
+    return starts, finishes
+
+
+def test_simulate_matches_the_plain_event_loop() -> None:
+    """200 random schedules (slot limits, client limits, ready times, beta 0 to 1): the same
+    start and finish times, exactly, as the loop that asked the estimate for TPOT each event."""
+    rng = random.Random(19)
+    for _ in range(200):
+        n = rng.randint(1, 120)
+        estimate = ServiceEstimate(
+            rtt=rng.choice([0.0, 0.05]),
+            ttft0=rng.uniform(0, 0.3),
+            prefill_rate=rng.uniform(500, 20000),
+            tpot1=rng.uniform(0.001, 0.05),
+            beta=rng.choice([0.0, 0.02, 0.4, 1.0]),
+            slots=rng.choice([None, 1, 4, 32]),
+        )
+        inputs = [rng.randint(1, 900) for _ in range(n)]
+        outputs = [rng.choice([1, 50, rng.randint(1, 400)]) for _ in range(n)]
+        ready = sorted(rng.choice([0.0, rng.uniform(0, 10)]) for _ in range(n))
+        concurrency = rng.choice([1, 8, n])
+        assert simulate(inputs, outputs, ready, estimate, concurrency) == _reference_simulate(
+            inputs, outputs, ready, estimate, concurrency
+        )
+
+
+def _reference_cue(text: str) -> tuple[str | None, int | None]:
+    """The cue search with no word filter in front: every pattern, in order."""
+    for cue in _CUES:
+        match = cue.pattern.search(text)
+        if match:
+            if cue.per_item:
+                count = next(int(g) for g in match.groups() if g)
+                return cue.kind, cue.tokens * max(1, count)
+            return cue.kind, cue.tokens
+    return None, None
+
+
+_CUED = [
+    "Answer in one word: is it blue?",
+    "Yes or No: is 7 prime?",
+    "LIST 12 fruits",
+    "name me 3 rivers",
+    "Give 4 examples",
+    "5 Ideas for a party",
+    "Explain it in ONE sentence.",
+    "Briefly, why?",
+    "In short: what is DNS?",
+    "Describe TCP in detail.",
+    "A detailed plan, please",
+    "Step-by-step: bake bread",
+    "Write an essay on rain.",
+    "A comprehensive answer",
+    "Thoroughly compare A and B",
+    "简短回答：天空为什么是蓝色的？",
+    "Kısaca anlat",
+    "KISACA ANLAT",
+    "tek kelimeyle: evet mi?",
+    "AYRINTILI anlat",
+    "ayrIntIlI anlat",
+    "ONE-WORD answer",
+    "What is 2+2?",
+    "Name the capital of France.",
+    "Stepwise? No: one step at a time",
+    "𝔖𝔥𝔬𝔯𝔱 answer in one word",
+]
+
+
+def test_cue_word_filter_changes_no_cue() -> None:
+    """Cued and uncued texts, in mixed case, ASCII and not: the filtered search finds what
+    the full search finds, for each text and for its upper- and lower-cased forms."""
+    texts = [*_CUED, *(f"What is {i} plus {i * 7}?" for i in range(20))]
+    cued = 0
+    for text in texts:
+        for form in (text, text.upper(), text.lower()):
+            assert _cue(form) == _reference_cue(form), form
+            cued += _reference_cue(form)[0] is not None
+    assert cued > 30  # the set exercises the patterns, not only the filter
+
+
+def _counting_encoder(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count every text splitter hands the tokenizer (the real one still encodes it)."""
+    real = _estimate.encoder_for
+    seen: Counter[str] = Counter()
+
+    def encoder_for(model: str) -> Callable[[str], list[int]]:
+        encode = real(model)
+
+        def counted(text: str) -> list[int]:
+            seen[text] += 1
+            return encode(text)
+
+        return counted
+
+    monkeypatch.setattr(_estimate, "encoder_for", encoder_for)
+    return seen
+
+
+def test_plan_encodes_each_question_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Splitter.plan`` of 50 questions: each question's text reaches the tokenizer once
+    (the input check does not encode a text too short to be over the limit)."""
+    seen = _counting_encoder(monkeypatch)
+    questions = [f"What is {i} plus {i * 7}? Answer briefly." for i in range(50)]
+    plan = Splitter(model="gpt-4o-mini").plan(questions)
+    assert sorted(plan.chosen.groups[0].indexes + plan.chosen.groups[-1].indexes)  # planned
+    assert {q: seen[q] for q in questions} == dict.fromkeys(questions, 1)
+
+
+def test_an_over_long_question_is_still_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text long enough to be over ``max_question_tokens`` is still counted and refused."""
+    seen = _counting_encoder(monkeypatch)
+    text = "word " * 40
+    with pytest.raises(InvalidInputError, match=r"over max_question_tokens=30"):
+        Splitter(model="gpt-4o-mini", policy=Policy(max_question_tokens=30)).plan([text])
+    assert seen[text] == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_batch_encodes_each_question_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aask_many`` of 30 questions on the simulated service: each question's text is
+    encoded once from the input check to the last answer (the run reuses the plan's counts)."""
+    seen = _counting_encoder(monkeypatch)
+    questions = [f"Question number {i}: what is {i} squared?" for i in range(30)]
+    async with open_sim_client(SimService("gpt-4o-mini")) as client:
+        result = await Splitter(client).aask_many(questions, model="gpt-4o-mini")
+    assert result.stats.failed == 0
+    assert {q: seen[q] for q in questions} == dict.fromkeys(questions, 1)
+
+
+def _reference_steady(
+    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
+) -> tuple[list[float], list[float]]:
+    """List scheduling as first written: a pop and a push per request."""
+    width = min(len(order), concurrency, estimate.slots or len(order))
+    tpot, fixed = estimate.tpot(width), estimate.rtt + estimate.ttft0
+    free_at = [0.0] * width
+    starts, finishes = [], []
+    for g, allowed in zip(order, ready, strict=True):
+        start = max(heapq.heappop(free_at), allowed)
+        finish = start + fixed + g.input_tokens / estimate.prefill_rate + g.output_tokens * tpot
+        heapq.heappush(free_at, finish)
+        starts.append(start)
+        finishes.append(finish)
+    return starts, finishes
+
+
+@pytest.mark.parametrize("n", [5, 30, 200, 700])
+def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None:
+    """Random waves under a tight budget and none: in every candidate each group lists its
+    questions in input order with the sums of their tokens, the groups run longest first
+    (ties by first question), and a steady schedule is the pop-and-push one."""
+    rng = random.Random(n)
+    items = [
+        PlanItem(i, rng.randint(1, 500), rng.choice([7, rng.randint(1, 600)]), None)
+        for i in range(n)
+    ]
+    rng.shuffle(items)
+    by_index = {it.index: it for it in items}
+    estimate = ServiceEstimate(rtt=0.06, ttft0=0.2, prefill_rate=4000, tpot1=0.01, beta=0.1)
+    tight = BudgetSnapshot(
+        remaining_requests=50, requests_per_second=5, remaining_tokens=20000, tokens_per_second=2e3
+    )
+    for budget in (BudgetSnapshot(), tight):
+        plan = plan_wave(items, estimate=estimate, budget=budget, concurrency=16, policy=Policy())
+        for c in plan.candidates:
+            for g in c.groups:
+                assert list(g.indexes) == sorted(g.indexes)
+                assert g.input_tokens >= sum(by_index[i].input_tokens for i in g.indexes)
+            keys = [(-g.output_tokens, g.indexes[0]) for g in c.groups]
+            assert keys == sorted(keys)
+            if c.k > 128:  # past the event simulation: the steady schedule
+                ready = _budget_ready(list(c.groups), budget)
+                expected = _reference_steady(list(c.groups), ready, estimate, 16)
+                assert (list(c.starts), list(c.finishes)) == expected
