@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -59,6 +60,23 @@ async def test_a_cold_endpoint_opens_like_slow_start() -> None:
     expected = [(k + i / 2**k) * step for k in range(4) for i in range(2**k)]
     assert times == pytest.approx(expected)
     assert expected[:4] == pytest.approx([0.0, step, 1.5 * step, 2 * step])
+
+
+async def test_slow_start_never_catches_up_after_a_stall() -> None:
+    """A process stalled past slow start's schedule (a loaded machine, a first connection
+    that took seconds) goes on at its wave's spacing. Regression: the waves were due at
+    fixed times from the first send, so after a 3 s stall every one of them was due and
+    49 requests left in 0.2 s (47 answered 429 by a leaky bucket)."""
+    clock = Clock()
+    budget = _budget(clock)
+    await budget.acquire(1)
+    clock.now += 5.0  # stalled: by the schedule, waves 0-9 are all due now
+    times = [await _sent_at(budget, clock) for _ in range(7)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert times[0] == pytest.approx(5.0)
+    assert gaps == pytest.approx(
+        [SLOW_START_STEP / 2] + [SLOW_START_STEP / 4] * 4 + [SLOW_START_STEP / 8]
+    )
 
 
 async def test_a_429_in_the_middle_of_a_slow_start_wave_holds_the_rest_of_it() -> None:
