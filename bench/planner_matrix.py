@@ -229,7 +229,10 @@ def policy(
     )
     return Policy(
         strategy=strategy,  # type: ignore[arg-type]
-        merge=MergePolicy(max_per_request=per_request),
+        # No canaries: the simulator's merged answers are its solo ones, and canaries'
+        # extra requests are a quality check the planner does not price; this matrix
+        # measures the planner's choice and prediction (docs/planner.md, canaries).
+        merge=MergePolicy(max_per_request=per_request, canaries=False),
         retry=retry,
         deadline=deadline,
         limits=Limits() if conns is None else Limits(max_concurrency=conns),

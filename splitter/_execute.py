@@ -219,9 +219,17 @@ class _Run:
         if state.policy.strategy != "auto":
             return None  # a pinned strategy is the caller's decision: nothing to learn for
         record = state.endpoint.canaries
+        index = group.indexes[(record.sent + 1) % len(group.indexes)]
+        reserve = state.reserve_single(index)
+        # A canary never makes the batch wait for the rate limit: without a request (and
+        # its tokens) to spare beyond the plan's, the check waits for a later request.
+        if state.budget is not None and (state.spare_requests < 1 or state.spare_tokens < reserve):
+            return None
         if not record.due(state.policy.merge, state.counters.requests):
             return None
-        return group.indexes[record.sent % len(group.indexes)]
+        state.spare_requests -= 1
+        state.spare_tokens -= reserve
+        return index
 
     async def _ask_canary(self, index: int, into: list[Answer]) -> None:
         self.state.counters.canaries += 1

@@ -9,6 +9,7 @@ no question is dropped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -79,6 +80,9 @@ class RunState:
         groups = plan.chosen.groups
         booked = sum(g.input_tokens + (g.max_tokens or g.output_tokens) for g in groups)
         self.claim = endpoint.claim(len(groups), booked)
+        # What a canary may spend without making the plan wait for the rate limit.
+        self.spare_requests = _spare(plan.budget.remaining_requests, len(groups))
+        self.spare_tokens = _spare(plan.budget.remaining_tokens, booked)
         self.fatal: SplitterError | None = None  # met by one request, it stops the batch
         self.base_url = backend.base_url
         self.counters = Counters()
@@ -146,6 +150,10 @@ class RunState:
             predicted_wall_time=plan.predicted_latency,
         )
         return BatchResult(answers, stats, plan)
+
+
+def _spare(remaining: float | None, planned: float) -> float:
+    return math.inf if remaining is None else remaining - planned
 
 
 def _deadline_error(policy: Policy) -> DeadlineExceededError:

@@ -16,7 +16,6 @@ from typing import Any, Literal
 import openai
 
 from ._checkpoint import FileRun
-from ._compound import Parts
 from ._events import EventHook, check_hook
 from ._file_run import FileSettings, run_file
 from ._inputs import QuestionLike
@@ -31,7 +30,6 @@ from ._stream import AnswerStream, SyncAnswerStream
 from ._sync import call_sync, iterate_sync
 
 __all__ = ["Splitter", "aask_many", "ask_many"]
-_Parts = Parts  # the wrapper (``_wrap._streams``) imports it from here
 
 
 class Splitter:

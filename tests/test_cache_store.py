@@ -1,4 +1,4 @@
-"""The response cache's store and keys, on their own (the batch behaviour is in test_response_cache.py)."""
+"""The response cache's store and keys, on their own (batches: test_response_cache.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from splitter._budget import BudgetSnapshot
 from splitter._canary import Agreement, CanaryRecord, agrees, overlap
 from splitter._cost_model import ServiceEstimate
 from splitter._planner import Plan, PlanItem, plan_wave
-from splitter.sim import PROFILES, SimService, answer_text
+from splitter.sim import PROFILES, SimLimits, SimService, answer_text
 from splitter.sim._quality import NON_ANSWER
 from splitter.testing import assert_answers_match, open_sim_client
 
@@ -175,3 +175,47 @@ async def test_an_agreeing_canary_bills_its_tokens_to_the_checked_answer() -> No
     assert result.stats.canaries == 2
     billed = sum(r.prompt_tokens + r.completion_tokens for r in service.log)
     assert result.usage.total_tokens == billed
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize(("window", "canaries"), [(3, 0), (4, 1), (6, 2)])
+async def test_a_canary_goes_only_with_a_request_to_spare(window: int, canaries: int) -> None:
+    """A window of ``window`` requests a minute, one spent on a warm-up: the plan's two
+    merged requests take two, and canaries get only what is left, so none waits for the
+    next window."""
+    limits = SimLimits(kind="fixed_window", limit=window, window=60)
+    service = SimService("gpt-4o-mini", limits=limits, default_answer_tokens=4)
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, model="m", policy=ONE_AT_A_TIME)
+        await asker.aask_one("warm-up")  # the window's headers are read
+        result = await asker.aask_many([f"Question {i}?" for i in range(8)])
+    assert result.plan is not None
+    assert result.plan.chosen.k == 2
+    assert result.stats.canaries == canaries
+    assert len(service.log) == 1 + 2 + canaries
+    assert service.log[-1].arrived - service.log[0].arrived < 60
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize("knob", [{}, {"merge_good_items": 1}], ids=["good", "off-topic"])
+async def test_a_streamed_batch_shows_each_answer_once_and_never_a_replaced_one(
+    knob: dict[str, object],
+) -> None:
+    """astream with merged groups checked by canaries: each question's streamed text is its
+    final answer exactly, and no off-topic merged answer is shown."""
+    profile = PROFILES["gpt-4o-mini"].model_copy(update=knob)
+    service = SimService(profile, default_answer_tokens=4)
+    questions = [f"Question {i}?" for i in range(9)]
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, model="m", policy=ONE_AT_A_TIME)
+        async with asker.astream(questions) as events:
+            seen = [event async for event in events]
+        result = events.result
+    assert result.stats.canaries > 0
+    joined: dict[int, str] = {}
+    for event in seen:
+        joined[event.index] = joined.get(event.index, "") + event.delta
+    assert joined == {a.index: a.text for a in result}
+    assert all(a.text == answer_text(a.question.text, 4) for a in result)

@@ -388,7 +388,7 @@ async def test_an_azure_client_is_wrapped_and_split() -> None:
 
 
 def test_wrap_refuses_what_is_not_an_openai_client() -> None:
-    with pytest.raises(TypeError, match=r"openai\.OpenAI or openai\.AsyncOpenAI"):
+    with pytest.raises(splitter.InvalidInputError, match=r"openai\.OpenAI or openai\.AsyncOpenAI"):
         splitter.wrap(object())  # type: ignore[type-var]
 
 
@@ -410,6 +410,32 @@ async def test_a_failed_part_is_not_reported_as_cut_at_its_token_cap() -> None:
     assert "[no answer" in (completion.choices[0].message.content or "")
     assert response.status == "incomplete"
     assert response.incomplete_details is None
+
+
+async def test_a_split_stream_says_stop_for_a_failed_part_and_length_for_a_cut_one() -> None:
+    """As the whole reply: a failed part streams "[no answer: ...]" and ends with "stop";
+    a part cut at its cap ends the stream with "length"."""
+    from splitter.sim import Faults
+
+    async def last_finish(service: SimService, **kwargs: object) -> tuple[str | None, str]:
+        async with service.async_client() as plain:
+            client = splitter.wrap(plain, policy=Policy(strategy="fanout"))
+            stream = await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": COMPOUND}],
+                stream=True,
+                **kwargs,  # type: ignore[arg-type]
+            )
+            chunks = [chunk async for chunk in stream]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+        return finishes[-1], text
+
+    failed, failed_text = await last_finish(SimService("instant", faults=Faults(rate_quota=1.0)))
+    cut, _ = await last_finish(SimService("instant", default_answer_tokens=50), max_tokens=3)
+    assert failed == "stop"
+    assert "[no answer" in failed_text
+    assert cut == "length"
 
 
 async def test_a_part_cut_at_its_token_cap_is_reported_as_length() -> None:

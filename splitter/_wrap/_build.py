@@ -25,6 +25,7 @@ from typing import TypeVar
 import openai
 
 from .._events import EventHook, check_hook
+from .._exceptions import InvalidInputError
 from .._policy import Policy
 from ._openai_class import _splitting_class
 from ._owner import _unwrapped_class
@@ -43,7 +44,7 @@ def wrap(
     ``Splitter(on_event=...)``); clones made by ``with_options``/``copy`` keep it.
     """
     if not isinstance(client, openai.OpenAI | openai.AsyncOpenAI):
-        raise TypeError(
+        raise InvalidInputError(
             f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI client, "
             f"not {type(client).__name__}"
         )

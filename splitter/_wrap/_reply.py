@@ -20,7 +20,7 @@ DETAILS_ATTRIBUTE = "splitter_details"
 def _response(answer: CompoundAnswer, model: str, kwargs: dict[str, Any]) -> Response:
     usage = answer.usage
     key = uuid.uuid4().hex
-    status = "completed" if answer.ok and not _cut(answer) else "incomplete"
+    status = "completed" if answer.ok and not cut(answer) else "incomplete"
     response = Response.model_validate(
         {
             "id": f"resp_splitter{key}",
@@ -28,7 +28,7 @@ def _response(answer: CompoundAnswer, model: str, kwargs: dict[str, Any]) -> Res
             "created_at": time.time(),
             "model": model,
             "status": status,
-            "incomplete_details": {"reason": "max_output_tokens"} if _cut(answer) else None,
+            "incomplete_details": {"reason": "max_output_tokens"} if cut(answer) else None,
             "error": None,
             "instructions": kwargs.get("instructions"),
             "max_output_tokens": kwargs.get("max_output_tokens"),
@@ -77,7 +77,7 @@ def _single_completion(answer: Answer, model: str) -> ChatCompletion:
     return _chat_completion(answer, answer.text, answer.usage, finish, model)
 
 
-def _cut(answer: CompoundAnswer) -> bool:
+def cut(answer: CompoundAnswer) -> bool:
     """Whether a part's answer was cut at its token cap (not: failed)."""
     return any(part.finish_reason == "length" for part in answer.parts)
 
@@ -86,7 +86,7 @@ def _completion(answer: CompoundAnswer, model: str) -> ChatCompletion:
     # "length" only when a part really was cut at its cap. A part that failed (a 500, a
     # refusal) has no finish_reason of its own in openai's vocabulary: the completion says
     # "stop", its text carries "[no answer: ...]" and ``splitter_details`` the error.
-    finish = "length" if _cut(answer) else "stop"
+    finish = "length" if cut(answer) else "stop"
     return _chat_completion(answer, answer.text, answer.usage, finish, model)
 
 

@@ -19,11 +19,13 @@ from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
 from openai.types.chat.chat_completion_chunk import ChoiceDelta
 from openai.types.completion_usage import CompletionUsage
 
+from .._compound import Parts, no_answer
 from .._decompose import Decomposition
 from .._questions import CompoundAnswer
-from .._splitter import Splitter, _Parts
+from .._splitter import Splitter
 from .._stream import AnswerStream
 from .._sync import iterate_sync
+from ._reply import cut
 
 
 class _ChunkSource:
@@ -51,7 +53,7 @@ class _ChunkSource:
         self._id = f"splitter-{uuid.uuid4().hex}"
         self._created = int(time.time())
         self._events: AnswerStream | None = None
-        self._parts: _Parts | None = None
+        self._parts: Parts | None = None
         self._reading: AsyncGenerator[ChatCompletionChunk, None] | None = None
         self.details: CompoundAnswer | None = None
 
@@ -77,23 +79,24 @@ class _ChunkSource:
     async def chunks(self) -> AsyncGenerator[ChatCompletionChunk, None]:
         assert self._events is not None
         assert self._parts is not None
-        parts, single = self._parts, self._parts.decomposition.single
+        parts = self._parts
         yield self._chunk(ChoiceDelta(role="assistant", content=""))
         opened: set[int] = set()
         async for event in self._events:
             text = event.delta
             answer = event.answer
             if answer is not None and not answer.ok:
-                text += f"{' ' if event.index in opened else ''}[no answer: {answer.error}]"
+                text += f"{' ' if event.index in opened else ''}{no_answer(answer.error)}"
             if not text:
                 continue
-            if event.index not in opened and not single:
-                text = f"{chr(10) * 2 if opened else ''}{parts.label(event.index)} {text}"
+            if event.index not in opened:
+                text = parts.heading(event.index, first=not opened) + text
             opened.add(event.index)
             yield self._chunk(ChoiceDelta(content=text))
         result = self._events.result
         self.details = parts.answer(result)
-        finish = "stop" if result.ok else "length"
+        # As the whole reply says it: "length" only for a part cut at its cap (docs/wrap.md).
+        finish = "length" if cut(self.details) else "stop"
         yield self._chunk(ChoiceDelta(), finish_reason=finish)
         if self._include_usage:
             usage = self.details.usage

@@ -38,7 +38,7 @@ async def test_agent_run_splits_a_compound_prompt(sim: Sim) -> None:
 async def test_agent_run_stream_splits_a_compound_prompt(sim: Sim) -> None:
     """pydantic-ai reads each chunk inside a cancel scope of its own."""
     async with agent(sim).run_stream(COMPOUND) as result:
-        pieces = [piece async for piece in result.stream_text(delta=True)]
+        pieces = [piece async for piece in result.stream_text(delta=True, debounce_by=None)]
     assert len(pieces) > 1
     assert_split_and_joined(sim, "".join(pieces))
 
