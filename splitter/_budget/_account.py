@@ -69,6 +69,7 @@ class Account:
     started: float | None = None  # the first send (slow start counts from it)
     last_sent: float | None = None
     sent: int = 0
+    answers: int = 0  # responses that were not 429s
     evidence: bool = False  # any rate header, stated limit or 429 seen
 
     @classmethod
@@ -157,10 +158,11 @@ class Account:
         size = 1 << wave
         place = (self.sent - (size - 1)) / size
         due = self.started + (wave + place) * SLOW_START_STEP
-        if self.last_sent is not None:
-            # No catching up: a process stalled past its schedule (a loaded machine, a
-            # slow first connection) goes on at its wave's spacing, not all at once
-            # (regression: 49 requests in 0.2 s after a 3 s stall, 47 of them 429).
+        if self.last_sent is not None and not self.answers:
+            # No catching up before the first answer: a process stalled past its schedule
+            # (a loaded machine, a slow first connection) goes on at its wave's spacing,
+            # not all at once (regression: 49 requests in 0.2 s after a 3 s stall, 47 of
+            # them 429). Once answers come, a lull lets the next wave go as scheduled.
             due = max(due, self.last_sent + SLOW_START_STEP / size)
         return max(0.0, due - now)
 
@@ -169,6 +171,7 @@ class Account:
     def accepted(self, ticket: Ticket, headers: Mapping[str, str], now: float) -> None:
         """A response that was not a 429, with its headers (maybe none)."""
         self.lost(ticket)
+        self.answers += 1
         self._read(ticket, headers, now)
         self.probe.accepted(ticket.at, now)
 

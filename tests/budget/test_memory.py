@@ -63,10 +63,11 @@ async def test_a_cold_endpoint_opens_like_slow_start() -> None:
 
 
 async def test_slow_start_never_catches_up_after_a_stall() -> None:
-    """A process stalled past slow start's schedule (a loaded machine, a first connection
-    that took seconds) goes on at its wave's spacing. Regression: the waves were due at
-    fixed times from the first send, so after a 3 s stall every one of them was due and
-    49 requests left in 0.2 s (47 answered 429 by a leaky bucket)."""
+    """A process stalled past slow start's schedule before any answer came (a loaded
+    machine, a first connection that took seconds) goes on at its wave's spacing.
+    Regression: the waves were due at fixed times from the first send, so after a 3 s
+    stall every one of them was due and 49 requests left in 0.2 s (47 answered 429 by a
+    leaky bucket)."""
     clock = Clock()
     budget = _budget(clock)
     await budget.acquire(1)
