@@ -225,11 +225,16 @@ def _four_processes_at_120_rpm(redis: RedisServer) -> tuple[int, int, int, float
 
 
 def test_four_processes_share_one_rpm(redis_server: RedisServer) -> None:
-    """4 OS processes on one key at RPM 120 answer everything and stay under it together
-    (<= 1% 429s): facts a busy machine cannot break (it only slows the clients down)."""
+    """4 OS processes on one key at RPM 120 answer everything and stay under it together.
+
+    Four unshared budgets would each send at 120 RPM, four times the limit. Shared, an
+    idle run draws 0-1% 429s; full-suite runs on a loaded 2-core machine drew 16 of 496
+    (3.2%) in 2 of ~6 runs on 2026-12-04 (a process stalled between booking a request and
+    sending it), so the bound here is 5%: sharing, not the machine's scheduling, is what
+    this proves. The bench (bench/limiters.py --redis) reports the share itself."""
     requests, rejected, answered, _ = _four_processes_at_120_rpm(redis_server)
     assert answered == 480
-    assert rejected <= 0.01 * requests, f"{rejected} of {requests} were 429"
+    assert rejected <= 0.05 * requests, f"{rejected} of {requests} were 429"
 
 
 @pytest.mark.slow
