@@ -274,20 +274,14 @@ class Splitter:
     ) -> FileRun:
         """Answer a JSONL file of questions into a JSONL file of answers, resumably.
 
-        Input lines: ``{"id": ..., "question": ...}`` (plus ``expected_tokens``,
-        ``max_tokens``, ``system``, ``messages``, ``params``, ``metadata``), or OpenAI Batch
-        API request lines (``custom_id``, ``method``, ``url``, ``body``); the whole file is
-        checked before any request. Each answer is appended to ``out`` when it finishes as
-        ``{"id": ..., "answer": ..., "error": ...}``, or as a Batch API output line with
-        ``output_format="batch"`` (``metadata`` copied to it either way), flushed at once
-        and fsynced every ``sync_every`` lines or ``sync_seconds``. Without a ``model``
-        here or on the Splitter, the model the Batch API bodies name is asked.
-        Run it again after a crash: ids answered in ``out`` are skipped, failed ones asked
-        again (``retry_failed=False`` keeps their errors). An existing ``out`` holding any
-        line that is not such an answer line, or ``out`` naming the input file, is an
-        ``InvalidInputError`` and neither file is changed. Runs on :meth:`amap`, so memory
-        stays bounded by ``window``, plus the set of ids. ``progress=True``: a bar over
-        the whole file, starting at the ids done before. See docs/batch-files.md.
+        Input lines are splitter's (``{"id": ..., "question": ...}``, optional fields) or
+        OpenAI Batch API request lines, all checked before any request (no ``model``: the
+        bodies'). Each answer is appended to ``out`` as it finishes (``output_format=
+        "batch"``: a Batch API output line), flushed, fsynced every ``sync_every`` lines or
+        ``sync_seconds``. Rerun after a crash: answered ids are skipped, failed ones asked
+        again (``retry_failed=False`` keeps their errors). An ``out`` holding other lines, or
+        naming the input, is an ``InvalidInputError`` and neither file is changed. Memory
+        stays bounded by ``window`` plus the ids; ``progress=True``: a bar over the file.
         """
         settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
         hooks = (on_event, progress)
