@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     _print_report(s, where, results, calibration, summary, unit)
     if s.json_path is not None:
         report = {
-            "settings": asdict(s) | {"api_key": None},
+            "settings": _applied(asdict(s)),
             "where": where,
             "unit": unit,
             "calibration": calibration,
@@ -252,6 +252,16 @@ def run(args: argparse.Namespace) -> int:
         Path(s.json_path).write_text(json.dumps(report, indent=2) + "\n")
     unanswered = sum(s.questions - m.answered for arm in ARMS for m in results[arm])
     return 1 if unanswered else 0
+
+
+def _applied(settings: dict[str, object]) -> dict[str, object]:
+    """The settings as the JSON records them: only what applied to this run (a simulated
+    profile and its time scale mean nothing against a real endpoint), never the key."""
+    recorded = {k: v for k, v in settings.items() if k != "api_key"}
+    if settings.get("base_url") is not None:
+        recorded.pop("profile", None)
+        recorded.pop("time_scale", None)
+    return recorded
 
 
 def main(argv: Sequence[str] | None = None, *, target: float | None = None) -> int:

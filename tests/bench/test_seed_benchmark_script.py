@@ -51,7 +51,8 @@ def test_seed_benchmark_prints_the_table_and_writes_json(
     saved = json.loads(out.read_text())
     assert [len(saved["arms"][arm]) for arm in ("merged", "fan-out", "auto")] == [1, 1, 1]
     assert saved["summary"]["probe"]["tpot_n"] > 0
-    assert saved["settings"]["api_key"] is None
+    assert "api_key" not in saved["settings"]
+    assert saved["settings"]["profile"] == "gpt-4o-mini"  # the simulator's: it applied
 
 
 def test_splitter_bench_runs_the_same_experiment(capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,3 +62,22 @@ def test_splitter_bench_runs_the_same_experiment(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert {m["arm"] for m in ROW.finditer(out)} == {"merged", "fan-out", "auto"}, out
     assert "attached to their own question: 6/6" in out
+
+
+def test_splitter_bench_json_records_only_what_applied_to_an_endpoint(tmp_path: Path) -> None:
+    """Against a base URL, the simulated profile and its time scale did not apply: the JSON
+    leaves them out (and never holds the key)."""
+    from splitter.sim import SimService, serve
+
+    out = tmp_path / "bench.json"
+    with serve(SimService("instant")) as base_url:
+        argv = [
+            "bench", "--base-url", base_url, "--api-key", "sk-secret", "--model", "m",
+            "--questions", "2", "--tokens", "10", "--rounds", "1", "--json", str(out),
+        ]  # fmt: skip
+        assert main(argv) == 0
+    settings = json.loads(out.read_text())["settings"]
+    assert settings["base_url"] == base_url
+    assert "profile" not in settings
+    assert "time_scale" not in settings
+    assert "sk-secret" not in out.read_text()
