@@ -32,7 +32,7 @@ from ._request_spec import RequestSpec
 from ._run_state import RunState
 from ._send import Outgoing, Sender
 from ._stream import Relay
-from ._structured import Structured
+from ._structured import Structured, merged_format
 from ._turns import Started, Turns
 
 __all__ = ["Executor", "RequestSpec"]
@@ -219,10 +219,14 @@ class _Run:
 
     async def merged(self, group: Group, started: Started) -> None:
         state = self.state
-        prompt = build_merged_prompt([state.questions[i].text for i in group.indexes])
         # Merged questions share one request shape (the planner's grouping): the first's.
         spec = state.spec.of(state.questions[group.indexes[0]])
+        structured = spec.structured
+        texts = [state.questions[i].text for i in group.indexes]
+        prompt = build_merged_prompt(texts, as_json=structured is not None)
         params = spec.capped(group.max_tokens)
+        if structured is not None:
+            params = {**params, "response_format": merged_format(structured, len(texts))}
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         canary = self._canary_for(group)
         solo: list[Answer] = []
@@ -244,7 +248,7 @@ class _Run:
                 state.store(Answer(index, state.questions[index], None, error=error, via="merged"))
             return
         reply = read_merged(
-            outcome, prompt, group.indexes, state.questions, state.endpoint, attempts
+            outcome, prompt, group.indexes, state.questions, state.endpoint, attempts, structured
         )
         answers = {answer.index: answer for answer in reply.answers}
         replaced: dict[int, Usage] = {}

@@ -63,11 +63,7 @@ class RequestSpec:
 
     def shape(self, question: Question, index: int) -> Hashable:
         """What ``question``'s request must share with others' to be merged with them:
-        None for the batch's own request; a question with history, or whose answer is read
-        against a JSON schema (``Answer.parsed``), is alone (its index): merged replies are
-        not parsed by schema yet, so such questions are never merged."""
-        if self.of(question).structured is not None:
-            return ("structured", index)
+        None for the batch's own request; a question with history is alone (its index)."""
         if not question.has_own_request:
             return None
         if question.messages:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._exceptions import InvalidInputError
 
-__all__ = ["Structured", "structured_of", "wire_params"]
+__all__ = ["Structured", "merged_format", "parse_merged_json", "structured_of", "wire_params"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +35,29 @@ class Structured:
         if text is None:
             raise ValueError("the reply holds no text")
         if self.model is not None:
-            try:
-                return self.model.model_validate_json(text)
-            except ValidationError as exc:
-                raise ValueError(_first_error(exc)) from None
+            return self._validated(text)
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"the reply is not JSON: {exc.msg} at {exc.pos}") from None
+
+    def value(self, value: Any) -> Any:
+        """A JSON value read against the schema (validated into the class, if one)."""
+        return value if self.model is None else self._validated(json.dumps(value))
+
+    def _validated(self, text: str) -> BaseModel:
+        assert self.model is not None
+        try:
+            # JSON mode, as a reply's own text is validated: the same rules either way.
+            return self.model.model_validate_json(text)
+        except ValidationError as exc:
+            raise ValueError(_first_error(exc)) from None
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        spec = self.wire.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        return dict(schema) if isinstance(schema, Mapping) else {}
 
 
 def structured_of(params: Mapping[str, Any]) -> Structured | None:
@@ -67,6 +82,60 @@ def wire_params(params: dict[str, Any]) -> dict[str, Any]:
         assert structured is not None
         return {**params, "response_format": structured.wire}
     return params
+
+
+def merged_format(structured: Structured, count: int) -> dict[str, Any]:
+    """The ``response_format`` of a merged request of ``count`` questions with one schema:
+    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items
+    (the schema's ``$defs`` moved to the root, where its ``$ref``s point)."""
+    item = dict(structured.schema)
+    defs = item.pop("$defs", None)
+    answer_item = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "answer": item},
+        "required": ["id", "answer"],
+        "additionalProperties": False,
+    }
+    answers = {"type": "array", "items": answer_item, "minItems": count, "maxItems": count}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"answers": answers},
+        "required": ["answers"],
+        "additionalProperties": False,
+    }
+    if defs:
+        schema["$defs"] = defs
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "answers", "schema": schema, "strict": True},
+    }
+
+
+def parse_merged_json(text: str, count: int, structured: Structured) -> dict[int, tuple[str, Any]]:
+    """A merged reply in the ``merged_format`` shape: each item number 1..``count`` found
+    exactly once with an answer that validates, as (its JSON text, its parsed value). Bad
+    JSON, an id out of range, repeated or missing, or an answer that does not validate
+    leaves its items out (they are re-asked alone)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    items = value.get("answers") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return {}
+    ids = [i.get("id") if isinstance(i, dict) else None for i in items]
+    found: dict[int, tuple[str, Any]] = {}
+    for number, item in zip(ids, items, strict=True):
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= count:
+            continue
+        if ids.count(number) != 1 or "answer" not in item:
+            continue
+        try:
+            parsed = structured.value(item["answer"])
+        except ValueError:
+            continue
+        found[number] = (json.dumps(item["answer"]), parsed)
+    return found
 
 
 def _model_format(model: type[BaseModel]) -> dict[str, Any]:

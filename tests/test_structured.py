@@ -39,6 +39,10 @@ class Reply(BaseModel):
     tags: list[str]
 
 
+class Other(BaseModel):
+    answer: str
+
+
 class Picky(BaseModel):
     """Refuses the first reply it sees for each answer: the re-ask is what validates."""
 
@@ -90,24 +94,59 @@ def _service() -> SimService:
     return SimService(MODEL, time_scale=0.002)
 
 
+def _expected_format(body: dict[str, Any]) -> dict[str, Any]:
+    """What a request of ``body``'s kind should carry for ``Reply``: openai's own form
+    asked alone; merged, an ``answers`` array of exactly one ``{id, answer}`` per question."""
+    alone: Any = type_to_response_format_param(Reply)
+    assert isinstance(alone, dict)
+    count = body["messages"][-1]["content"].count(" question ")
+    if count <= 1:
+        return dict(alone)
+    schema = dict(alone["json_schema"]["schema"])
+    defs = schema.pop("$defs")
+    item = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "answer": schema},
+        "required": ["id", "answer"],
+        "additionalProperties": False,
+    }
+    merged = {
+        "type": "object",
+        "properties": {
+            "answers": {"type": "array", "items": item, "minItems": count, "maxItems": count}
+        },
+        "required": ["answers"],
+        "additionalProperties": False,
+        "$defs": defs,
+    }
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "answers", "schema": merged, "strict": True},
+    }
+
+
 @pytest.mark.parametrize("strategy", ["auto", "fanout", "merge"])
 async def test_a_pydantic_class_gives_every_answer_a_validated_instance(
     door: str, strategy: str
 ) -> None:
-    """The class is sent as openai's own helper sends it, and every answer's ``parsed`` is
-    an instance holding that question's answer, whatever the strategy."""
+    """The class is sent as openai's own helper sends it (merged: inside one array item
+    per question), and every answer's ``parsed`` is an instance holding that question's
+    answer, whatever the strategy, with nothing re-asked."""
     service = _service()
     async with _client(service, door) as (client, bodies):
         splitter = Splitter(client, policy=Policy(strategy=strategy))  # type: ignore[arg-type]
         result = await splitter.aask_many(QUESTIONS, model=MODEL, response_format=Reply)
     assert result.ok, result.failed
-    assert all(b["response_format"] == type_to_response_format_param(Reply) for b in bodies)
+    assert all(b["response_format"] == _expected_format(b) for b in bodies)
     for answer in result:
         assert isinstance(answer.parsed, Reply)
         assert answer.parsed == Reply.model_validate_json(answer.text or "")
-        assert answer.question.text in [b["messages"][-1]["content"] for b in bodies]
     assert len({a.parsed.answer for a in result}) == len(QUESTIONS)  # each its own answer
     assert result.stats.repaired == 0
+    if strategy == "merge":
+        assert [a.via for a in result] == ["merged"] * len(QUESTIONS)
+        assert all(len(r.questions) > 1 for r in service.log)
+        assert sum(len(r.questions) for r in service.log) == len(QUESTIONS)
 
 
 async def test_a_json_schema_dict_gives_the_parsed_json(door: str) -> None:
@@ -143,24 +182,51 @@ async def test_without_a_schema_parsed_is_none() -> None:
     assert as_object.ok
 
 
-async def test_questions_with_a_schema_are_never_merged() -> None:
-    """Forced to merge, the questions with a schema of their own are asked alone and parsed;
-    the others still share one merged request."""
+async def test_questions_merge_only_with_questions_of_the_same_schema() -> None:
+    """Forced to merge: the plain questions share a marker-merged request, those with one
+    schema a JSON-merged one read back by id (0 re-asks), the one with another schema is
+    asked alone; every answer's ``parsed`` is its question's own."""
     questions: list[str | Question] = [
         "Alpha?",
-        "Beta?",
         Question(text="Gamma?", params={"response_format": Reply}),
+        "Beta?",
         Question(text="Delta?", params={"response_format": Reply}),
+        Question(text="Epsilon?", params={"response_format": Other}),
     ]
     service = _service()
     async with _client(service, "inprocess") as (client, _):
         result = await Splitter(client, policy=Policy(strategy="merge")).aask_many(
             questions, model=MODEL
         )
-    assert result.ok
-    assert [a.via for a in result] == ["merged", "merged", "single", "single"]
-    assert [type(a.parsed) for a in result] == [type(None), type(None), Reply, Reply]
-    assert len(service.log) == 3
+    assert result.ok, result.failed
+    assert [a.via for a in result] == ["merged"] * 4 + ["single"]
+    assert [type(a.parsed) for a in result] == [type(None), Reply, type(None), Reply, Other]
+    assert sorted(len(r.questions) for r in service.log) == [1, 2, 2]
+    assert result.stats.repaired == 0
+    pairs = [r.user_text for r in service.log if len(r.questions) == 2]
+    assert any("Gamma?" in text and "Delta?" in text for text in pairs)
+    gamma, delta = result[1].parsed, result[3].parsed
+    assert isinstance(gamma, Reply)
+    assert isinstance(delta, Reply)
+    assert gamma.answer != delta.answer
+
+
+async def test_a_merged_reply_item_that_does_not_validate_is_re_asked_alone() -> None:
+    """Merged items refused by the class are re-asked alone, and those replies validate."""
+    Picky.seen.clear()
+    service = _service()
+    async with _client(service, "inprocess") as (client, _):
+        result = await Splitter(client, policy=Policy(strategy="merge")).aask_many(
+            QUESTIONS, model=MODEL, response_format=Picky
+        )
+    assert result.ok, result.failed
+    assert all(isinstance(a.parsed, Picky) for a in result)
+    assert [a.via for a in result] == ["repair"] * len(QUESTIONS)
+    assert result.stats.repaired == len(QUESTIONS)
+    merged = [len(r.questions) for r in service.log if len(r.questions) > 1]
+    alone = [len(r.questions) for r in service.log if len(r.questions) == 1]
+    assert sum(merged) == len(QUESTIONS)
+    assert alone == [1] * len(QUESTIONS)
 
 
 async def test_an_invalid_reply_is_re_asked_alone_and_then_validates() -> None:
