@@ -19,6 +19,7 @@ from openai.lib._parsing._completions import type_to_response_format_param
 from pydantic import BaseModel, field_validator
 
 from splitter import Answer, InvalidInputError, InvalidResponseError, Policy, Question, Splitter
+from splitter._structured import Structured, merged_format, parse_merged_json, structured_of
 from splitter.sim import SimService, serve
 
 pytestmark = pytest.mark.anyio
@@ -289,3 +290,65 @@ async def test_map_and_stream_answers_carry_parsed() -> None:
         assert [a.question.text for a in got] == QUESTIONS
         assert all(isinstance(a.parsed, Reply) for a in got)
         assert [a.parsed.answer for a in got] == [a.parsed.answer for a in mapped]
+
+
+_ITEMS = Structured(
+    {"type": "json_schema", "json_schema": {"name": "o", "schema": {}}}, model=Other
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "found"),
+    [
+        pytest.param(
+            '{"answers": [{"id": 2, "answer": {"answer": "b"}}, '
+            '{"id": 1, "answer": {"answer": "a"}}]}',
+            {1: "a", 2: "b"},
+            id="by-id-any-order",
+        ),
+        pytest.param("not json", {}, id="bad-json"),
+        pytest.param('{"answers": {"id": 1}}', {}, id="not-an-array"),
+        pytest.param('{"answers": [{"id": 1, "answer": {"answer": "a"}}]}', {1: "a"}, id="missing"),
+        pytest.param(
+            '{"answers": [{"id": 1, "answer": {"answer": "a"}}, '
+            '{"id": 1, "answer": {"answer": "b"}}, {"id": 2, "answer": {"answer": "c"}}]}',
+            {2: "c"},
+            id="repeated",
+        ),
+        pytest.param(
+            '{"answers": [{"id": 3, "answer": {"answer": "x"}}, '
+            '{"id": "2", "answer": {"answer": "y"}}, {"id": 2, "answer": {"answer": "b"}}]}',
+            {2: "b"},
+            id="out-of-range-and-extra",
+        ),
+        pytest.param(
+            '{"answers": [{"id": 1, "answer": {"wrong": "a"}}, {"id": 2}]}',
+            {},
+            id="invalid-items",
+        ),
+    ],
+)
+def test_a_merged_json_reply_is_read_by_id_and_only_valid_items_kept(
+    reply: str, found: dict[int, str]
+) -> None:
+    """Each id 1..n found once with a valid answer is kept; the rest are left to re-ask."""
+    read = parse_merged_json(reply, 2, _ITEMS)
+    assert {k: parsed.answer for k, (_, parsed) in read.items()} == found
+    assert all(Other.model_validate_json(text) == parsed for text, parsed in read.values())
+
+
+def test_the_merged_schema_holds_one_item_per_question() -> None:
+    """The array is exactly ``count`` items of ``{id, answer}``; the class's ``$defs`` move
+    to the root, where its ``$ref``s point."""
+    structured = structured_of({"response_format": Reply})
+    assert structured is not None
+    schema = merged_format(structured, 3)["json_schema"]["schema"]
+    answers = schema["properties"]["answers"]
+    assert (answers["minItems"], answers["maxItems"]) == (3, 3)
+    assert answers["items"]["required"] == ["id", "answer"]
+    assert "$defs" not in answers["items"]["properties"]["answer"]
+    assert set(schema["$defs"]) == {"Inner"}
+    assert answers["items"]["properties"]["answer"]["properties"]["inner"] == {
+        "$ref": "#/$defs/Inner"
+    }
+    assert schema["$defs"]["Inner"]["additionalProperties"] is False
