@@ -63,8 +63,9 @@ async def run_cached(
     copies: dict[int, list[int]] = {}  # a question sent -> the identical ones waiting on it
     sent_for: dict[str, int] = {}
     for i, (question, key) in enumerate(zip(items, keys, strict=True)):
-        if key is not None and key in found:
-            give(_from_entry(i, question, found[key]))
+        stored = None if key is None or key not in found else found[key]
+        if stored is not None and (hit := _from_entry(i, question, stored, spec)) is not None:
+            give(hit)
         elif key is not None and key in sent_for:
             copies[sent_for[key]].append(i)
         else:
@@ -123,8 +124,24 @@ def _to_entry(answer: Answer) -> CacheEntry:
     )
 
 
-def _from_entry(index: int, question: Question, entry: CacheEntry) -> Answer:
+def _from_entry(
+    index: int, question: Question, entry: CacheEntry, spec: RequestSpec
+) -> Answer | None:
+    """The stored answer, read back against the question's schema if it has one (None
+    when it no longer validates: the question is sent instead)."""
+    parsed = None
+    if (structured := spec.of(question).structured) is not None:
+        try:
+            parsed = structured.parse(entry.text)
+        except ValueError:
+            return None
     # Nothing is billed for an answer from the store: its usage is zero.
     return Answer(
-        index, question, entry.text, usage=Usage(), finish_reason=entry.finish_reason, via="cache"
+        index,
+        question,
+        entry.text,
+        usage=Usage(),
+        finish_reason=entry.finish_reason,
+        via="cache",
+        parsed=parsed,
     )

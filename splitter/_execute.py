@@ -21,7 +21,7 @@ from . import _clock
 from ._canary import agrees
 from ._endpoint import Endpoint
 from ._events import Emitter
-from ._exceptions import SplitterError
+from ._exceptions import InvalidResponseError, SplitterError
 from ._merge import build_merged_prompt
 from ._merged_reply import alone_may_pass, read_merged
 from ._openai import OpenAIBackend
@@ -32,6 +32,7 @@ from ._request_spec import RequestSpec
 from ._run_state import RunState
 from ._send import Outgoing, Sender
 from ._stream import Relay
+from ._structured import Structured, merged_format
 from ._turns import Started, Turns
 
 __all__ = ["Executor", "RequestSpec"]
@@ -96,6 +97,28 @@ class Executor:
             self._endpoint.canaries.count_requests(state.counters.requests, self._policy.merge)
 
 
+def _validated(answer: Answer, structured: Structured) -> Answer:
+    """``answer`` with its ``parsed`` value, or failed with the reason it does not validate."""
+    if not answer.ok:
+        return answer
+    try:
+        return dataclasses.replace(answer, parsed=structured.parse(answer.text))
+    except ValueError as exc:
+        error = InvalidResponseError(
+            f"the answer to {_named(answer.question)} does not match the response_format "
+            f"schema: {exc}",
+            request_id=answer.request_id,
+        )
+        return dataclasses.replace(answer, error=error)
+
+
+def _named(question: Question) -> str:
+    if question.id is not None:
+        return f"question {question.id!r}"
+    text = question.text if len(question.text) <= 40 else question.text[:37] + "..."
+    return f"{text!r}"
+
+
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     """The one error a task group's failures all are (same type, same message), if so."""
     leaves: list[BaseException] = []
@@ -148,7 +171,25 @@ class _Run:
         self, index: int, via: Via, started: Started | None = None, *, live: bool = True
     ) -> Answer:
         """Question ``index`` asked in a request of its own, as an answer (or its error);
-        ``live``: streamed to the batch's relay, if it has one."""
+        ``live``: streamed to the batch's relay, if it has one. With a JSON schema, the
+        answer's ``parsed`` value; a reply that does not validate is asked once more (not
+        when streamed: its text may be shown), then failed with ``InvalidResponseError``."""
+        answer = await self._ask(index, via, started, live=live)
+        structured = self.state.spec.of(answer.question).structured
+        if structured is None:
+            return answer
+        checked = _validated(answer, structured)
+        streamed = live and self.state.relay is not None
+        if checked.ok or not answer.ok or streamed:
+            return checked
+        self.state.counters.repaired += 1
+        again = await self._ask(index, "repair", live=False)
+        again = dataclasses.replace(again, usage=again.usage + answer.usage)
+        return _validated(again, structured)
+
+    async def _ask(
+        self, index: int, via: Via, started: Started | None = None, *, live: bool = True
+    ) -> Answer:
         state = self.state
         question = state.questions[index]
         spec = state.spec.of(question)  # its own system prompt, history and keywords
@@ -178,10 +219,14 @@ class _Run:
 
     async def merged(self, group: Group, started: Started) -> None:
         state = self.state
-        prompt = build_merged_prompt([state.questions[i].text for i in group.indexes])
         # Merged questions share one request shape (the planner's grouping): the first's.
         spec = state.spec.of(state.questions[group.indexes[0]])
+        structured = spec.structured
+        texts = [state.questions[i].text for i in group.indexes]
+        prompt = build_merged_prompt(texts, as_json=structured is not None)
         params = spec.capped(group.max_tokens)
+        if structured is not None:
+            params = {**params, "response_format": merged_format(structured, len(texts))}
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
         canary = self._canary_for(group)
         solo: list[Answer] = []
@@ -203,7 +248,7 @@ class _Run:
                 state.store(Answer(index, state.questions[index], None, error=error, via="merged"))
             return
         reply = read_merged(
-            outcome, prompt, group.indexes, state.questions, state.endpoint, attempts
+            outcome, prompt, group.indexes, state.questions, state.endpoint, attempts, structured
         )
         answers = {answer.index: answer for answer in reply.answers}
         replaced: dict[int, Usage] = {}

@@ -17,6 +17,7 @@ from ._exceptions import InvalidInputError
 from ._policy import Policy
 from ._questions import Question
 from ._responses_api import check_keywords
+from ._structured import structured_of
 
 __all__ = [
     "QuestionLike",
@@ -92,6 +93,7 @@ def check_params(params: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """The caller's request keywords, refused if splitter owns one; the policy's timeout
     added unless the caller set one."""
     _check_owned(params, "keyword", _OWNED_PARAMS)
+    structured_of(params)  # a class that is not a pydantic model fails here, by name
     if policy.timeout is not None:
         params.setdefault("timeout", policy.timeout)
     return params
@@ -117,6 +119,7 @@ def _check_own_request(index: int, question: Question, policy: Policy) -> None:
         return
     try:
         _check_owned(question.params, "keyword", _OWNED_BY_QUESTION)
+        structured_of(question.params)
         if policy.api == "responses":
             check_keywords(question.params)
     except InvalidInputError as exc:

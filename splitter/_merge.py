@@ -87,15 +87,27 @@ class ParsedAnswers:
 
 
 def build_merged_prompt(
-    questions: Sequence[str], *, preamble: str | None = None, nonce: str | None = None
+    questions: Sequence[str],
+    *,
+    preamble: str | None = None,
+    nonce: str | None = None,
+    as_json: bool = False,
 ) -> MergedPrompt:
-    """One prompt that asks every question under its own nonce-marked heading."""
+    """One prompt that asks every question under its own nonce-marked heading; ``as_json``:
+    the answers are asked for as a JSON ``answers`` array keyed by question number (the
+    request's schema, ``_structured.merged_format``, says their shape)."""
     nonce = nonce or secrets.token_hex(6)
     head = (
         f"Answer each of the {len(questions)} questions below on its own. Start each answer "
         "with its marker line, copied exactly and alone on its line, then the answer. "
         f"Write nothing before the first marker.\nFor example: @@ {nonce} answer 1 @@"
     )
+    if as_json:
+        head = (
+            f"Answer each of the {len(questions)} questions below on its own. Reply with "
+            'JSON: {"answers": [{"id": K, "answer": ...}, ...]}, one item per question, '
+            "K its number."
+        )
     items = "\n".join(
         f"@@ {nonce} question {i} @@\n{q.strip()}" for i, q in enumerate(questions, 1)
     )

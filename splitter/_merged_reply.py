@@ -1,7 +1,8 @@
 """A merged request's reply read back into one answer per question: the text parsed by its
-nonce markers, the service's usage shared out over the answers, each answer's length
-taught to the endpoint; the items missing, ambiguous or cut off are named for re-asking
-alone (``via="repair"``). And whether a failed merged request's questions may pass alone.
+nonce markers (or, with a JSON schema, its ``answers`` array by id), the service's usage
+shared out over the answers, each answer's length taught to the endpoint; the items
+missing, ambiguous, cut off or invalid are named for re-asking alone (``via="repair"``).
+And whether a failed merged request's questions may pass alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ._merge import ANSWER_MARKER_TOKENS, MergedPrompt, parse_merged
 from ._openai import Completion
 from ._questions import Answer, Question, Usage
 from ._retry import is_retryable
+from ._structured import Structured, parse_merged_json
 
 __all__ = ["MergedReply", "alone_may_pass", "read_merged"]
 
@@ -38,12 +40,23 @@ def read_merged(
     questions: Sequence[Question],
     endpoint: Endpoint,
     attempts: int,
+    structured: Structured | None = None,
 ) -> MergedReply:
     """``completion``, the reply to ``prompt`` asking ``questions[i]`` for ``i`` in
-    ``indexes`` (in that order), as answers; what was read is taught to ``endpoint``."""
-    truncated = completion.finish_reason == "length"
-    parsed = parse_merged(completion.text, prompt, truncated=truncated)
-    found = {indexes[k - 1]: text for k, text in parsed.answers.items()}
+    ``indexes`` (in that order), as answers; what was read is taught to ``endpoint``.
+    With ``structured``, the reply is the JSON ``answers`` array its schema asked for,
+    each item validated into its answer's ``parsed``."""
+    if structured is not None:
+        read = parse_merged_json(completion.text, prompt.count, structured)
+        found = {indexes[k - 1]: text for k, (text, _) in read.items()}
+        values = {indexes[k - 1]: value for k, (_, value) in read.items()}
+        missing = [i for i in indexes if i not in found]
+    else:
+        truncated = completion.finish_reason == "length"
+        parsed = parse_merged(completion.text, prompt, truncated=truncated)
+        found = {indexes[k - 1]: text for k, text in parsed.answers.items()}
+        values = {}
+        missing = [indexes[k - 1] for k in parsed.missing]
     endpoint.merges.observe(len(indexes), len(found))
     answers = []
     for (index, text), usage in zip(
@@ -64,9 +77,10 @@ def read_merged(
                 request_id=completion.request_id,
                 finish_reason="stop",
                 via="merged",
+                parsed=values.get(index),
             )
         )
-    return MergedReply(answers, [indexes[k - 1] for k in parsed.missing])
+    return MergedReply(answers, missing)
 
 
 def alone_may_pass(error: SplitterError) -> bool:

@@ -189,6 +189,9 @@ class Answer:
     finish_reason: str | None = None
     via: Via = "single"
     wave: int = 0  # 0 for questions sent at once; n for those sent after n rounds of answers
+    #: With ``response_format=`` a pydantic class: the answer validated into an instance of
+    #: it; a ``json_schema`` dict: the answer's JSON value; None otherwise (or on error).
+    parsed: Any = None
 
     @property
     def ok(self) -> bool:
@@ -208,7 +211,7 @@ class RunStats:
     retries: int = 0
     rate_limited: int = 0  # 429 responses received
     failed: int = 0  # questions left without an answer
-    repaired: int = 0  # questions re-asked alone after a merged request missed them
+    repaired: int = 0  # questions re-asked alone: missed by a merged reply, or invalid JSON
     predicted_wall_time: float | None = None  # what the planner expected wall_time to be
     cache_hits: int = 0  # questions answered without a request (Policy.cache)
     cost: float | None = None  # what the batch's usage cost, with Policy.pricing set

@@ -10,6 +10,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._structured import Structured, structured_of, wire_params
+
 if TYPE_CHECKING:
     from ._questions import Question
 
@@ -31,11 +33,18 @@ class RequestSpec:
         return [*head, *self.history, {"role": "user", "content": user}]
 
     def capped(self, max_tokens: int | None) -> dict[str, Any]:
-        """The params with the output cap set (under the caller's own key, if any)."""
+        """The params as sent, with the output cap set (under the caller's own key, if any);
+        a pydantic class as ``response_format`` is sent as its JSON schema."""
+        params = wire_params(self.params)
         if max_tokens is None:
-            return self.params
-        key = "max_completion_tokens" if "max_completion_tokens" in self.params else "max_tokens"
-        return {**self.params, key: max_tokens}
+            return params
+        key = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
+        return {**params, key: max_tokens}
+
+    @property
+    def structured(self) -> Structured | None:
+        """The JSON schema its answers are read back with (``Answer.parsed``), if any."""
+        return structured_of(self.params)
 
     @property
     def cap(self) -> int | None:

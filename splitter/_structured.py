@@ -1,0 +1,184 @@
+"""Structured answers: a ``response_format`` that asks for JSON against a schema, sent as
+openai expects it, and each answer's text read back into ``Answer.parsed``.
+
+``response_format`` may be a pydantic model class (sent as a strict ``json_schema`` named
+after the class, as openai's own ``.parse()`` helper sends it; the answer is validated into
+an instance of the class) or a dict ``{"type": "json_schema", "json_schema": {...}}`` (sent
+as it is; the answer is the JSON value parsed). Any other ``response_format`` (``text``,
+``json_object``) is sent as it is and gives no ``parsed``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ._exceptions import InvalidInputError
+
+__all__ = ["Structured", "merged_format", "parse_merged_json", "structured_of", "wire_params"]
+
+
+@dataclass(frozen=True, slots=True)
+class Structured:
+    """What a request with a JSON schema sends, and how its answer is read back."""
+
+    wire: dict[str, Any]  # the response_format as sent
+    model: type[BaseModel] | None  # the class answers are validated into, if one was given
+
+    def parse(self, text: str | None) -> Any:
+        """The answer ``text`` as a validated value; ``ValueError`` saying why it is not."""
+        if text is None:
+            raise ValueError("the reply holds no text")
+        if self.model is not None:
+            return self._validated(text)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the reply is not JSON: {exc.msg} at {exc.pos}") from None
+
+    def value(self, value: Any) -> Any:
+        """A JSON value read against the schema (validated into the class, if one)."""
+        return value if self.model is None else self._validated(json.dumps(value))
+
+    def _validated(self, text: str) -> BaseModel:
+        assert self.model is not None
+        try:
+            # JSON mode, as a reply's own text is validated: the same rules either way.
+            return self.model.model_validate_json(text)
+        except ValidationError as exc:
+            raise ValueError(_first_error(exc)) from None
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        spec = self.wire.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        return dict(schema) if isinstance(schema, Mapping) else {}
+
+
+def structured_of(params: Mapping[str, Any]) -> Structured | None:
+    """The structured format ``params`` ask for, if their ``response_format`` is one."""
+    value = params.get("response_format")
+    if isinstance(value, type):
+        if not issubclass(value, BaseModel):
+            raise InvalidInputError(
+                f"response_format must be a pydantic BaseModel class or a dict, "
+                f"not the class {value.__name__}"
+            )
+        return Structured(_model_format(value), value)
+    if isinstance(value, Mapping) and value.get("type") == "json_schema":
+        return Structured(dict(value), None)
+    return None
+
+
+def wire_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as sent: a pydantic class as ``response_format`` becomes its schema."""
+    if isinstance(params.get("response_format"), type):
+        structured = structured_of(params)
+        assert structured is not None
+        return {**params, "response_format": structured.wire}
+    return params
+
+
+def merged_format(structured: Structured, count: int) -> dict[str, Any]:
+    """The ``response_format`` of a merged request of ``count`` questions with one schema:
+    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items
+    (the schema's ``$defs`` moved to the root, where its ``$ref``s point)."""
+    item = dict(structured.schema)
+    defs = item.pop("$defs", None)
+    answer_item = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "answer": item},
+        "required": ["id", "answer"],
+        "additionalProperties": False,
+    }
+    answers = {"type": "array", "items": answer_item, "minItems": count, "maxItems": count}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"answers": answers},
+        "required": ["answers"],
+        "additionalProperties": False,
+    }
+    if defs:
+        schema["$defs"] = defs
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "answers", "schema": schema, "strict": True},
+    }
+
+
+def parse_merged_json(text: str, count: int, structured: Structured) -> dict[int, tuple[str, Any]]:
+    """A merged reply in the ``merged_format`` shape: each item number 1..``count`` found
+    exactly once with an answer that validates, as (its JSON text, its parsed value). Bad
+    JSON, an id out of range, repeated or missing, or an answer that does not validate
+    leaves its items out (they are re-asked alone)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    items = value.get("answers") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return {}
+    ids = [i.get("id") if isinstance(i, dict) else None for i in items]
+    found: dict[int, tuple[str, Any]] = {}
+    for number, item in zip(ids, items, strict=True):
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= count:
+            continue
+        if ids.count(number) != 1 or "answer" not in item:
+            continue
+        try:
+            parsed = structured.value(item["answer"])
+        except ValueError:
+            continue
+        found[number] = (json.dumps(item["answer"]), parsed)
+    return found
+
+
+def _model_format(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": model.__name__,
+            "schema": _strict(model.model_json_schema()),
+            "strict": True,
+        },
+    }
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as OpenAI's strict mode takes it: every object closed
+    (``additionalProperties: false``) with all of its properties required, and no
+    ``default: null`` (what openai's ``to_strict_json_schema`` does to a pydantic schema)."""
+    schema = copy.deepcopy(schema)
+    _close(schema)
+    return schema
+
+
+def _close(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _close(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "object" or "properties" in node:
+        node.setdefault("additionalProperties", False)
+        node["required"] = list(node.get("properties", {}))
+    if "default" in node and node["default"] is None:
+        del node["default"]
+    for key in ("properties", "$defs", "definitions"):
+        for sub in (node.get(key) or {}).values():
+            _close(sub)
+    for key in ("items", "anyOf", "allOf", "oneOf", "prefixItems"):
+        if key in node:
+            _close(node[key])
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "the reply"
+    return f"{where}: {error['msg']}"
