@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +15,12 @@ import httpx
 import openai
 import pydantic
 import pytest
+from body_support import recording_client
 
 from splitter import Cache, InvalidInputError, Policy, Question, Splitter
 from splitter import _cache as cache_module
 from splitter.events import AnswerDone, Event, RequestStarted
-from splitter.sim import SimService, serve
+from splitter.sim import SimService
 from splitter.testing import assert_answers_match
 
 pytestmark = pytest.mark.anyio
@@ -33,27 +32,7 @@ HISTORY = (
 )
 
 
-@asynccontextmanager
-async def _client(service: SimService, door: str) -> AsyncIterator[tuple[Any, list[Any]]]:
-    """An openai client on ``service`` through ``door``, and the chat bodies it sends."""
-    bodies: list[dict[str, Any]] = []
-
-    async def keep(request: httpx.Request) -> None:
-        if request.url.path.endswith("/chat/completions"):
-            bodies.append(json.loads(request.content))
-
-    hooks = {"request": [keep]}
-    if door == "inprocess":
-        http = openai.DefaultAsyncHttpxClient(transport=service.transport(), event_hooks=hooks)
-        async with openai.AsyncOpenAI(
-            base_url=service.base_url, api_key="sk-sim", http_client=http
-        ) as client:
-            yield client, bodies
-        return
-    with serve(service) as base_url:
-        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
-        async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-sim", http_client=http) as c:
-            yield c, bodies
+_client = recording_client
 
 
 async def _drain(splitter: Splitter, questions: list[Any]) -> None:

@@ -8,19 +8,17 @@ openai client; requests are counted from the simulator's log."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
-import httpx
 import openai
 import pytest
+from body_support import recording_client
 from openai.lib._parsing._completions import type_to_response_format_param
 from pydantic import BaseModel, field_validator
 
 from splitter import Answer, InvalidInputError, InvalidResponseError, Policy, Question, Splitter
 from splitter._structured import Structured, merged_format, parse_merged_json, structured_of
-from splitter.sim import SimService, serve
+from splitter.sim import SimService
 
 pytestmark = pytest.mark.anyio
 
@@ -68,27 +66,7 @@ class Never(BaseModel):
         raise ValueError("never valid")
 
 
-@asynccontextmanager
-async def _client(service: SimService, door: str) -> AsyncIterator[tuple[Any, list[Any]]]:
-    """An openai client on ``service`` through ``door``, and the chat bodies it sends."""
-    bodies: list[dict[str, Any]] = []
-
-    async def keep(request: httpx.Request) -> None:
-        if request.url.path.endswith("/chat/completions"):
-            bodies.append(json.loads(request.content))
-
-    hooks = {"request": [keep]}
-    if door == "inprocess":
-        http = openai.DefaultAsyncHttpxClient(transport=service.transport(), event_hooks=hooks)
-        async with openai.AsyncOpenAI(
-            base_url=service.base_url, api_key="sk-sim", http_client=http
-        ) as client:
-            yield client, bodies
-        return
-    with serve(service) as base_url:
-        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
-        async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-sim", http_client=http) as c:
-            yield c, bodies
+_client = recording_client
 
 
 def _service() -> SimService:
