@@ -29,14 +29,18 @@ FAST_RETRY = RetryPolicy(max_attempts=6, initial_wait=0.001, max_wait=0.01, jitt
 
 
 async def test_answers_keep_input_order_when_they_finish_out_of_order(door: str) -> None:
-    """Longer answers first: they finish last, yet each answer sits at its question's index."""
+    """Longer answers first: they finish out of input order, yet each answer sits at its
+    question's index. (Real time: 500 against 100 tokens is ~0.5 s apart at this scale, and
+    only "not in input order" is required of the finish, which a loaded machine's stalls
+    do not undo; the exact reverse order was asserted before and failed under load.)"""
     questions = [f"Question {i} [len={500 - 100 * i}]" for i in range(5)]
-    service = SimService("gpt-4o-mini", time_scale=0.02)
+    service = SimService("gpt-4o-mini", time_scale=0.1)
     policy = Policy(limits=Limits(slow_start=False))  # sent together, the longest ends last
     async with open_sim_client(service, door=door) as client:
         result = await Splitter(client, policy=policy).aask_many(questions, model="gpt-4o-mini")
     finish_order = [r.user_text for r in sorted(service.log, key=lambda r: r.finished)]
-    assert finish_order == questions[::-1]
+    assert finish_order != questions
+    assert finish_order[-1] != questions[-1]  # the shortest did not finish last
     assert [a.question.text for a in result] == questions
     assert_answers_match(result)
     assert [a.usage.completion_tokens for a in result] == [500, 400, 300, 200, 100]
