@@ -25,6 +25,7 @@ _NO_EQUIVALENT = frozenset(
     {"stop", "n", "seed", "logprobs", "logit_bias", "frequency_penalty", "presence_penalty"}
 )
 _DROPPED = frozenset({"stream_options"})  # usage always comes in response.completed
+_RENAMED = frozenset({"max_tokens", "max_completion_tokens", "response_format"})  # said anew
 
 
 def check_keywords(params: Mapping[str, Any]) -> None:
@@ -65,9 +66,6 @@ def request_of(
         if text_format is not None:
             kwargs["text"] = {**kwargs.get("text", {}), "format": text_format}
     return kwargs
-
-
-_RENAMED = frozenset({"max_tokens", "max_completion_tokens", "response_format"})
 
 
 def _text_format(response_format: object) -> dict[str, Any] | None:
