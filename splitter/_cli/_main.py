@@ -175,6 +175,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--keep-failed", action="store_true", help="do not ask failed ids again on a rerun"
     )
+    run.add_argument("--rpm", type=at_least_one, default=None, help="requests per minute allowed")
+    run.add_argument("--tpm", type=at_least_one, default=None, help="tokens per minute allowed")
+    run.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=1,
+        help="processes answering the file together, on one budget and one --out "
+        "(--concurrency, --rpm and --tpm are their total)",
+    )
+    run.add_argument(
+        "--redis",
+        default=None,
+        metavar="URL",
+        help="keep the rate-limit budget in this Redis (redis:// URL), shared with every "
+        "process on the key (default: in this process; with --workers, 1/N of the limits each)",
+    )
+    run.add_argument("--worker-share", type=_run.worker_share, default=None, help=argparse.SUPPRESS)
     run.add_argument(
         "--output-format",
         choices=["splitter", "batch"],

@@ -2,12 +2,15 @@
 lines) into a JSONL file of answers (splitter's or Batch API output lines), resumably.
 
 Stopped by Ctrl-C, it says how many answers are safely in the output and the
-command that resumes: the same command line, since a rerun skips the ids answered."""
+command that resumes: the same command line, since a rerun skips the ids answered.
+``--workers N`` runs N processes on one budget and one output (``_workers``); each of them
+is this command with a hidden ``--worker-share``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -17,13 +20,19 @@ import openai
 
 from .._checkpoint import FileRun, count_answers
 from .._exceptions import APIError
-from .._policy import Limits, Policy
+from .._file_run import FileSettings, WorkerShare, prepare_file, run_file
+from .._policy import Limits, Policy, SharedBudget
 from .._splitter import Splitter
+from .._workers import run_workers, share_budget
 from ._args import CommandError, api_key
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = Policy(limits=Limits(max_concurrency=args.concurrency))
+    if args.worker_share is not None:
+        return _worker(args)
+    if args.workers > 1:
+        return _parent(args)
+    policy = _policy(args, args.concurrency)
     key = api_key(args)
     progress = args.progress
     if progress is None:
@@ -45,21 +54,124 @@ def run(args: argparse.Namespace) -> int:
     try:
         done = anyio.run(run)
     except KeyboardInterrupt:
-        answered, _ = count_answers(Path(args.out))
-        print(
-            f"splitter run: interrupted; {answered} answers are safely in {args.out}. "
-            f"Resume with: {resume_command(args)}",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted(args)
     except APIError as exc:  # one every request would meet: the run stopped at once
         raise CommandError(f"{exc}; nothing more was asked", status=3) from exc
+    return _summary(args, done)
+
+
+def _policy(args: argparse.Namespace, concurrency: int) -> Policy:
+    shared = SharedBudget(url=args.redis) if args.redis else None
+    limits = Limits(max_concurrency=concurrency, rpm=args.rpm, tpm=args.tpm, shared=shared)
+    return Policy(limits=limits)
+
+
+def _summary(args: argparse.Namespace, done: FileRun) -> int:
     print(
         f"{done.questions} questions: {done.skipped} already in {args.out}, "
         f"{done.answered} answered now, {done.failed} failed",
         file=sys.stderr,
     )
     return 0 if done.failed == 0 else 1
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    answered, _ = count_answers(Path(args.out))
+    print(
+        f"splitter run: interrupted; {answered} answers are safely in {args.out}. "
+        f"Resume with: {resume_command(args)}",
+        file=sys.stderr,
+    )
+    return 130
+
+
+def _parent(args: argparse.Namespace) -> int:
+    """Check and resume once here, then let ``--workers`` processes answer the rest."""
+    key = api_key(args)
+    settings = FileSettings(args.window, not args.keep_failed, 100, 1.0, args.output_format)
+    checker = Splitter(policy=_policy(args, args.concurrency))._session
+    prepared = prepare_file(checker, args.questions, args.out, args.model, settings)
+    pending = prepared.questions - prepared.skipped
+    count = min(args.workers, max(pending, 1))
+    command = [*_WORKER_START, *_worker_words(args, prepared.model, count)]
+    env = {**os.environ, "OPENAI_API_KEY": key}  # never on a command line (ps shows those)
+    outcome = run_workers(prepared, command, count, env)
+    for message in dict.fromkeys(outcome.messages):  # each once, in order
+        print(f"splitter run: {message}", file=sys.stderr)
+    if outcome.interrupted or 130 in outcome.statuses:
+        return _interrupted(args)
+    done = FileRun(prepared.questions, prepared.skipped, outcome.answered, outcome.failed)
+    killed = [status for status in outcome.statuses if status < 0]
+    for status in (3, 2):
+        if status in outcome.statuses:
+            return status
+    if killed or any(status not in (0, 1) for status in outcome.statuses):
+        left = pending - outcome.answered - outcome.failed
+        _summary(args, done)
+        print(
+            f"splitter run: a worker died; {left} questions are not answered yet, and every "
+            f"answer written is kept in {args.out}. Answer the rest with: {resume_command(args)}",
+            file=sys.stderr,
+        )
+        return 1
+    return _summary(args, done)
+
+
+_WORKER_START = [sys.executable, "-m", "splitter", "run"]
+
+
+def _worker_words(args: argparse.Namespace, model: str, count: int) -> list[str]:
+    """A worker's command line, less its share: this run's options, the model the parent
+    resolved, and 1/``count`` of ``--concurrency``."""
+    words = [args.questions, "--out", args.out, "--model", model, "--no-progress"]
+    words += ["--concurrency", str(max(1, args.concurrency // count))]
+    words += ["--window", str(args.window), "--output-format", args.output_format]
+    for option, value in (
+        ("--base-url", args.base_url),
+        ("--system", args.system),
+        ("--rpm", args.rpm),
+        ("--tpm", args.tpm),
+        ("--redis", args.redis),
+    ):
+        if value is not None:
+            words += [option, str(value)]
+    return [*words, "--keep-failed"] if args.keep_failed else words
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """One worker: its share of the questions into its part file; quiet but for errors."""
+    index, count, done_bytes = args.worker_share
+    share = WorkerShare(index, count, done_bytes)
+    policy = _policy(args, args.concurrency)
+    key = api_key(args)
+    settings = FileSettings(args.window, False, 100, 1.0, args.output_format, share)
+
+    async def run() -> FileRun:
+        async with openai.AsyncOpenAI(base_url=args.base_url, api_key=key) as client:
+            if args.redis is None:
+                share_budget(client, args.model, policy.limits, count)
+            splitter = Splitter(client, policy=policy)
+            session = splitter._session
+            hooks = (None, False)
+            return await run_file(
+                session, args.questions, args.out, args.model, args.system, settings, hooks, {}
+            )
+
+    try:
+        done = anyio.run(run)
+    except KeyboardInterrupt:
+        return 130
+    except APIError as exc:
+        raise CommandError(f"{exc}; nothing more was asked", status=3) from exc
+    return 0 if done.failed == 0 else 1
+
+
+def worker_share(text: str) -> tuple[int, int, int]:
+    """``K/N/BYTES`` (an ``argparse`` type for the hidden ``--worker-share``)."""
+    index, count, done_bytes = (int(part) for part in text.split("/"))
+    if not 0 <= index < count or done_bytes < 0:
+        raise argparse.ArgumentTypeError(f"not a worker share: {text!r}")
+    return index, count, done_bytes
 
 
 def resume_command(args: argparse.Namespace) -> str:
