@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shlex
 import sys
+import warnings
 from pathlib import Path
 
 import anyio
@@ -145,6 +146,7 @@ def _worker(args: argparse.Namespace) -> int:
     policy = _policy(args, args.concurrency)
     key = api_key(args)
     settings = FileSettings(args.window, False, 100, 1.0, args.output_format, share)
+    warnings.showwarning = _one_line  # the parent passes each line on, once
 
     async def run() -> FileRun:
         async with openai.AsyncOpenAI(base_url=args.base_url, api_key=key) as client:
@@ -164,6 +166,10 @@ def _worker(args: argparse.Namespace) -> int:
     except APIError as exc:
         raise CommandError(f"{exc}; nothing more was asked", status=3) from exc
     return 0 if done.failed == 0 else 1
+
+
+def _one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def worker_share(text: str) -> tuple[int, int, int]:
