@@ -263,18 +263,27 @@ def plan_items(
     their order)."""
     planned = []
     encode = encoder_for(spec.model)
+    # A question without a request of its own is sent with the batch's: spec.of() would
+    # give back spec itself, whose cap, history and shape are the same for each of them.
+    batch_cap = spec.cap
+    batch_history = sum(_message_tokens(m, spec.model) for m in spec.history)
     for i, q in enumerate(items):
-        own = spec.of(q)
-        cap = q.max_tokens or own.cap
-        history = sum(_message_tokens(m, spec.model) for m in own.history) if own.history else 0
+        if q.has_own_request:
+            own = spec.of(q)
+            cap = q.max_tokens or own.cap
+            history = sum(_message_tokens(m, spec.model) for m in own.history)
+            shape = spec.shape(q, i)
+            preamble = preamble_tokens(own) if own.system != spec.system else None
+        else:
+            cap, history, shape, preamble = q.max_tokens or batch_cap, batch_history, None, None
         planned.append(
             PlanItem(
                 index=i if indexes is None else indexes[i],
                 input_tokens=len(encode(q.text)) + MESSAGE_OVERHEAD + history,
                 output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
                 max_tokens=cap,
-                shape=spec.shape(q, i),
-                preamble=preamble_tokens(own) if own.system != spec.system else None,
+                shape=shape,
+                preamble=preamble,
             )
         )
     return planned

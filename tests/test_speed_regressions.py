@@ -15,9 +15,20 @@ import pytest
 from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate, _planner
 from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate, simulate
-from splitter._estimate import _CUES, OutputLengths, _cue
+from splitter._estimate import (
+    _CUES,
+    MESSAGE_OVERHEAD,
+    OutputLengths,
+    _cue,
+    _message_tokens,
+    count_tokens,
+    plan_items,
+    preamble_tokens,
+)
 from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
+from splitter._questions import Question
+from splitter._request_spec import RequestSpec
 from splitter._service_model import _DECAY, _dot, _Fit, _solve4
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
@@ -441,3 +452,66 @@ def test_guessed_lengths_are_the_plain_medians_between_observations() -> None:
         assert guess == plain(text), step
         distinct.add(guess)
     assert len(distinct) > 20
+
+
+def _reference_plan_items(
+    items: list[Question], spec: RequestSpec, lengths: OutputLengths
+) -> list[PlanItem]:
+    """``plan_items`` as first written: every question through ``spec.of()``."""
+    planned = []
+    for i, q in enumerate(items):
+        own = spec.of(q)
+        cap = q.max_tokens or own.cap
+        history = sum(_message_tokens(m, spec.model) for m in own.history)
+        planned.append(
+            PlanItem(
+                index=i,
+                input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD + history,
+                output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
+                max_tokens=cap,
+                shape=spec.shape(q, i),
+                preamble=preamble_tokens(own) if own.system != spec.system else None,
+            )
+        )
+    return planned
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"max_tokens": 90}, {"temperature": 0.2}], ids=["none", "cap", "temperature"]
+)
+@pytest.mark.parametrize("system", [None, "Be brief."], ids=["no-system", "system"])
+def test_plan_items_are_the_plain_per_question_specs(
+    params: dict[str, object], system: str | None
+) -> None:
+    """Questions with and without a request of their own (a system prompt, the batch's
+    system prompt again, history, keywords, caps, expected lengths), under a batch with and
+    without a system prompt and a cap: the same items as through ``spec.of()`` each."""
+    rng = random.Random(len(params) + len(system or ""))
+    spec = RequestSpec("gpt-4o-mini", system, dict(params))
+    lengths = OutputLengths(200)
+    lengths.observe("Explain this briefly.", 33)
+    questions = []
+    for i in range(300):
+        own: dict[str, object] = rng.choice(
+            [
+                {},
+                {},
+                {"system": "You are terse."},
+                {"system": system or ""},
+                {
+                    "messages": [
+                        {"role": "user", "content": "Hi"},
+                        {"role": "assistant", "content": "Hello"},
+                    ]
+                },
+                {"params": {"max_tokens": 40}},
+                {"params": {"temperature": 0.9}},
+            ]
+        )
+        caps = rng.choice([{}, {}, {"max_tokens": 25}, {"expected_tokens": 70}])
+        text = rng.choice(["What is {i}?", "Explain {i} briefly.", "Give me 3 reasons for {i}."])
+        questions.append(Question(text=text.format(i=i), **own, **caps))
+    planned = plan_items(questions, spec, lengths)
+    assert planned == _reference_plan_items(questions, spec, lengths)
+    assert {it.shape is None for it in planned} == {True, False}
+    assert {it.max_tokens for it in planned} >= {25, 40}
