@@ -180,11 +180,18 @@ class OutputLengths:
     def __init__(self, default: int) -> None:
         self.default = default
         self._history: dict[str | None, deque[int]] = {}
+        # The medians of the history, taken once per kind until the next answer is seen
+        # (a plan asks for every question's guess; sorting the history each time cost more
+        # than the rest of the guess). A cue kind -> its median; None -> every answer's.
+        self._medians: dict[str | None, int] = {}
+        self._overall: int | None = None
 
     def observe(self, question: str, output_tokens: int) -> None:
         """Remember how long an answer to ``question`` really was."""
         kind = _cue(question)[0]
         self._history.setdefault(kind, deque(maxlen=_HISTORY)).append(output_tokens)
+        self._medians.clear()
+        self._overall = None
 
     def estimate(self, text: str, *, expected: int | None = None, cap: int | None = None) -> int:
         """Tokens the answer to ``text`` will likely take (never above ``cap``)."""
@@ -193,13 +200,21 @@ class OutputLengths:
 
     def _guess(self, text: str) -> int:
         kind, cued = _cue(text)
+        median = self._medians.get(kind)
+        if median is not None:
+            return median
         seen = self._history.get(kind)
         if seen:
-            return int(statistics.median(seen))
+            median = self._medians[kind] = int(statistics.median(seen))
+            return median
         if cued is not None:
             return cued
-        everything = [n for lengths in self._history.values() for n in lengths]
-        return int(statistics.median(everything)) if everything else self.default
+        if self._overall is None:
+            everything = [n for lengths in self._history.values() for n in lengths]
+            if not everything:
+                return self.default
+            self._overall = int(statistics.median(everything))
+        return self._overall
 
 
 # Every cue above needs one of these words. In ASCII text a text that holds none of them,
@@ -247,18 +262,28 @@ def plan_items(
     merged) and its own system prompt's tokens; ``indexes`` are their positions (default:
     their order)."""
     planned = []
+    encode = encoder_for(spec.model)
+    # A question without a request of its own is sent with the batch's: spec.of() would
+    # give back spec itself, whose cap, history and shape are the same for each of them.
+    batch_cap = spec.cap
+    batch_history = sum(_message_tokens(m, spec.model) for m in spec.history)
     for i, q in enumerate(items):
-        own = spec.of(q)
-        cap = q.max_tokens or own.cap
-        history = sum(_message_tokens(m, spec.model) for m in own.history)
+        if q.has_own_request:
+            own = spec.of(q)
+            cap = q.max_tokens or own.cap
+            history = sum(_message_tokens(m, spec.model) for m in own.history)
+            shape = spec.shape(q, i)
+            preamble = preamble_tokens(own) if own.system != spec.system else None
+        else:
+            cap, history, shape, preamble = q.max_tokens or batch_cap, batch_history, None, None
         planned.append(
             PlanItem(
                 index=i if indexes is None else indexes[i],
-                input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD + history,
+                input_tokens=len(encode(q.text)) + MESSAGE_OVERHEAD + history,
                 output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
                 max_tokens=cap,
-                shape=spec.shape(q, i),
-                preamble=preamble_tokens(own) if own.system != spec.system else None,
+                shape=shape,
+                preamble=preamble,
             )
         )
     return planned

@@ -285,22 +285,33 @@ def _groups(
     longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
 ) -> list[Group]:
     """k groups balanced by expected output: longest first onto the lightest open group."""
-    if k == len(longest_first):
+    if k == len(longest_first):  # fan-out (_preamble and _out, inlined: once per question)
         return [
-            Group((it.index,), _preamble(it, preamble) + it.input_tokens, *_out(it))
+            Group(
+                (it.index,),
+                (preamble if it.preamble is None else it.preamble) + it.input_tokens,
+                it.output_tokens,
+                it.max_tokens,
+            )
             for it in longest_first
         ]
     cap = policy.merge.max_per_request
     heap = [(0, g) for g in range(k)]
     members: list[list[PlanItem]] = [[] for _ in range(k)]
-    pop, push = heapq.heappop, heapq.heappush
+    pop, replace = heapq.heappop, heapq.heapreplace
     for item in longest_first:
-        load, g = pop(heap)
+        # The lightest group is heap[0] ((load, group) pairs are all distinct, so which is
+        # least never depends on the heap's layout): replaced in place while it stays open.
+        load, g = heap[0]
         group = members[g]
         group.append(item)
         if len(group) < cap:
-            push(heap, (load + item.output_tokens, g))
+            replace(heap, (load + item.output_tokens, g))
+        else:
+            pop(heap)
     floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
+    if repair.success >= 1:
+        return [_group(m, floor, margin, preamble) for m in members if m]
     return [_group(m, floor, margin, preamble, repair) for m in members if m]
 
 
@@ -312,17 +323,28 @@ def _group(
         (only,) = members
         return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
     # Sums of ints and the repair's longest: the members' order matters only to the indexes.
-    preamble = _preamble(members[0], preamble)  # one shape: one system prompt
+    first = members[0].preamble  # one shape: one system prompt
     inputs = outputs = caps = 0
+    indexes = []
     for it in members:
+        indexes.append(it.index)
         inputs += it.input_tokens
-        outputs += it.output_tokens
+        out = it.output_tokens
+        outputs += out
         cap = it.max_tokens
-        caps += cap if cap is not None else max(floor, math.ceil(it.output_tokens * margin))
+        if cap is None:
+            cap = math.ceil(out * margin)
+            if cap < floor:
+                cap = floor
+        caps += cap
+    indexes.sort()
     markers = ANSWER_MARKER_TOKENS * len(members)
     return Group(
-        tuple(sorted([it.index for it in members])),
-        preamble + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
+        tuple(indexes),
+        (preamble if first is None else first)
+        + INSTRUCTION_TOKENS
+        + inputs
+        + MARKER_TOKENS * len(members),
         outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
     )

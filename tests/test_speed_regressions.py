@@ -6,17 +6,29 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import statistics
 from collections import Counter, deque
 from collections.abc import Callable
 
 import pytest
 
-from splitter import InvalidInputError, Policy, Splitter, _estimate
+from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate, _planner
 from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate, simulate
-from splitter._estimate import _CUES, _cue
+from splitter._estimate import (
+    _CUES,
+    MESSAGE_OVERHEAD,
+    OutputLengths,
+    _cue,
+    _message_tokens,
+    count_tokens,
+    plan_items,
+    preamble_tokens,
+)
 from splitter._meter import InFlightMeter
-from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
+from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
+from splitter._questions import Question
+from splitter._request_spec import RequestSpec
 from splitter._service_model import _DECAY, _dot, _Fit, _solve4
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
@@ -333,3 +345,173 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
                 ready = _budget_ready(list(c.groups), budget)
                 expected = _reference_steady(list(c.groups), ready, estimate, 16)
                 assert (list(c.starts), list(c.finishes)) == expected
+
+
+def _reference_groups(
+    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
+) -> list[Group]:
+    """The balancing as first written: pop the lightest group, push it back while open, and
+    each group's sums taken with max() and a call per member."""
+    if k == len(longest_first):
+        return [
+            Group(
+                (it.index,),
+                (preamble if it.preamble is None else it.preamble) + it.input_tokens,
+                it.output_tokens,
+                it.max_tokens,
+            )
+            for it in longest_first
+        ]
+    cap = policy.merge.max_per_request
+    heap = [(0, g) for g in range(k)]
+    members: list[list[PlanItem]] = [[] for _ in range(k)]
+    for item in longest_first:
+        load, g = heapq.heappop(heap)
+        members[g].append(item)
+        if len(members[g]) < cap:
+            heapq.heappush(heap, (load + item.output_tokens, g))
+    floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
+    out = []
+    for m in (m for m in members if m):
+        if len(m) == 1:
+            (it,) = m
+            pre = preamble if it.preamble is None else it.preamble
+            out.append(Group((it.index,), pre + it.input_tokens, it.output_tokens, it.max_tokens))
+            continue
+        pre = preamble if m[0].preamble is None else m[0].preamble
+        caps = sum(
+            it.max_tokens
+            if it.max_tokens is not None
+            else max(floor, math.ceil(it.output_tokens * margin))
+            for it in m
+        )
+        markers = _planner.ANSWER_MARKER_TOKENS * len(m)
+        out.append(
+            Group(
+                tuple(sorted(it.index for it in m)),
+                pre
+                + _planner.INSTRUCTION_TOKENS
+                + sum(it.input_tokens for it in m)
+                + _planner.MARKER_TOKENS * len(m),
+                sum(it.output_tokens for it in m) + markers + repair.tokens(m),
+                caps + markers,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("n", [3, 40, 333, 1000])
+def test_balanced_groups_are_the_plain_balancing_s(n: int) -> None:
+    """Random waves (equal outputs for ties, caps or none, own system prompts or none),
+    every k a candidate may take, merge caps 2..8, answers always or not always read back:
+    the same groups, member for member and token for token."""
+    rng = random.Random(n)
+    items = [
+        PlanItem(
+            i,
+            rng.randint(1, 500),
+            rng.choice([7, 7, 100, rng.randint(1, 900)]),
+            rng.choice([None, None, rng.randint(1, 300)]),
+            preamble=rng.choice([None, None, rng.randint(0, 50)]),
+        )
+        for i in range(n)
+    ]
+    longest_first = sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    for cap in (2, 3, 8):
+        policy = Policy(merge=MergePolicy(max_per_request=cap, answer_margin=1.3))
+        for repair in (_Repair(), _Repair(0.8, 30.0)):
+            for k in sorted({math.ceil(n / size) for size in range(1, cap + 1)}):
+                expected = _reference_groups(longest_first, k, policy, 12, repair)
+                assert _groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
+
+
+def test_guessed_lengths_are_the_plain_medians_between_observations() -> None:
+    """Guesses interleaved with answers of every cue kind (and none): each is the plain
+    median of its kind's history, else the cue's own guess, else every answer's median,
+    else the default, as if nothing were remembered between calls."""
+    rng = random.Random(5)
+    texts = ["What is 2+2?", "Explain this briefly.", "List 4 reasons.", "Describe X in detail."]
+    lengths = OutputLengths(123)
+
+    def plain(text: str) -> int:
+        kind, cued = _cue(text)
+        seen = lengths._history.get(kind)
+        if seen:
+            return int(statistics.median(seen))
+        if cued is not None:
+            return cued
+        everything = [x for h in lengths._history.values() for x in h]
+        return int(statistics.median(everything)) if everything else lengths.default
+
+    distinct = set()
+    for step in range(400):
+        text = rng.choice(texts)
+        if step > 20 and rng.random() < 0.3:
+            lengths.observe(text, rng.randint(1, 700))
+        guess = lengths.estimate(text)
+        assert guess == plain(text), step
+        distinct.add(guess)
+    assert len(distinct) > 20
+
+
+def _reference_plan_items(
+    items: list[Question], spec: RequestSpec, lengths: OutputLengths
+) -> list[PlanItem]:
+    """``plan_items`` as first written: every question through ``spec.of()``."""
+    planned = []
+    for i, q in enumerate(items):
+        own = spec.of(q)
+        cap = q.max_tokens or own.cap
+        history = sum(_message_tokens(m, spec.model) for m in own.history)
+        planned.append(
+            PlanItem(
+                index=i,
+                input_tokens=count_tokens(q.text, spec.model) + MESSAGE_OVERHEAD + history,
+                output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
+                max_tokens=cap,
+                shape=spec.shape(q, i),
+                preamble=preamble_tokens(own) if own.system != spec.system else None,
+            )
+        )
+    return planned
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"max_tokens": 90}, {"temperature": 0.2}], ids=["none", "cap", "temperature"]
+)
+@pytest.mark.parametrize("system", [None, "Be brief."], ids=["no-system", "system"])
+def test_plan_items_are_the_plain_per_question_specs(
+    params: dict[str, object], system: str | None
+) -> None:
+    """Questions with and without a request of their own (a system prompt, the batch's
+    system prompt again, history, keywords, caps, expected lengths), under a batch with and
+    without a system prompt and a cap: the same items as through ``spec.of()`` each."""
+    rng = random.Random(len(params) + len(system or ""))
+    spec = RequestSpec("gpt-4o-mini", system, dict(params))
+    lengths = OutputLengths(200)
+    lengths.observe("Explain this briefly.", 33)
+    questions = []
+    for i in range(300):
+        own: dict[str, object] = rng.choice(
+            [
+                {},
+                {},
+                {"system": "You are terse."},
+                {"system": system or ""},
+                {
+                    "messages": [
+                        {"role": "user", "content": "Hi"},
+                        {"role": "assistant", "content": "Hello"},
+                    ]
+                },
+                {"params": {"max_tokens": 40}},
+                {"params": {"temperature": 0.9}},
+            ]
+        )
+        caps = rng.choice([{}, {}, {"max_tokens": 25}, {"expected_tokens": 70}])
+        text = rng.choice(["What is {i}?", "Explain {i} briefly.", "Give me 3 reasons for {i}."])
+        questions.append(Question(text=text.format(i=i), **own, **caps))
+    planned = plan_items(questions, spec, lengths)
+    assert planned == _reference_plan_items(questions, spec, lengths)
+    assert {it.shape is None for it in planned} == {True, False}
+    assert {it.max_tokens for it in planned} >= {25, 40}

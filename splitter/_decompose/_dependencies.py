@@ -4,6 +4,7 @@ languages, and a noun named earlier."""
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from ._rules import _STEP_START, _is_cjk, _masked
@@ -107,13 +108,15 @@ def with_detected_dependencies(parts: Sequence[Part], *, preamble: str = "") -> 
     phrase could refer to, at the part before. Errs towards dependence: a wrong split costs
     quality, a wrong wait costs only time.
     """
+    return _with_dependencies(parts, preamble, _Earlier(parts))
+
+
+def _with_dependencies(parts: Sequence[Part], preamble: str, earlier: _Earlier) -> tuple[Part, ...]:
     out: list[Part] = []
-    labels = [_plain_label(p.label) for p in parts]
-    lowered = [p.text.lower() for p in parts]
     for j, part in enumerate(parts):
         needs = set(part.depends_on)
         if j:
-            needs |= _references(part.text, j, labels, lowered, preamble)
+            needs |= _references(part.text, j, earlier, preamble)
         out.append(
             Part(part.text, part.label, part.confidence, tuple(sorted(needs)), part.start, part.end)
         )
@@ -127,16 +130,106 @@ def _plain_label(label: str | None) -> str | None:
     return core.lower() or None
 
 
-def _references(
-    text: str, j: int, labels: Sequence[str | None], lowered: Sequence[str], preamble: str
-) -> set[int]:
+_WORD = re.compile(r"\w+")
+
+
+class _Earlier:
+    """The parts' labels and lowercased texts, indexed: what a reference in part ``j`` names
+    among the parts before it is looked up, not searched for in each of them (which made
+    ``decompose`` quadratic in the number of parts). Each distinct noun is looked up once,
+    in the vocabulary of the whole prompt; ``tests/test_speed_regressions.py`` checks every
+    answer against the plain per-part search."""
+
+    def __init__(self, parts: Sequence[Part]) -> None:
+        self.labels = [_plain_label(p.label) for p in parts]
+        self.lowered = [p.text.lower() for p in parts]
+        self._by_label: dict[str, list[int]] = {}
+        for i, label in enumerate(self.labels):
+            if label is not None:
+                self._by_label.setdefault(label, []).append(i)
+        self._by_number = {str(i + 1): i for i, label in enumerate(self.labels) if label is None}
+        self._mentioning: dict[str, list[int]] = {}  # noun -> the parts mentioning it
+        self._postings: dict[str, list[int]] = {}  # word -> the parts holding it
+        self._words: list[str] = []  # the distinct words, in the order of:
+        self._vocabulary = ""  # "\n" before each of them
+        self._word_starts: list[int] = []
+        self._by_char: dict[str, list[int]] | None = None
+
+    def named(self, key: str, j: int) -> set[int]:
+        """The parts before ``j`` that an explicit reference ``key`` ("2", "b") names: by
+        their label, or, unlabelled, by their position counted from 1."""
+        labelled = self._by_label.get(key, [])
+        found = set(labelled[: bisect_left(labelled, j)])
+        i = self._by_number.get(key)
+        if i is not None and i < j:
+            found.add(i)
+        return found
+
+    def mentioning(self, noun: str, j: int) -> int | None:
+        """The latest part before ``j`` holding ``noun`` (or its stem), as ``_mentions``."""
+        if not noun:
+            return None
+        hits = self._mentioning.get(noun)
+        if hits is None:
+            hits = self._mentioning[noun] = self._parts_mentioning(noun)
+        k = bisect_left(hits, j)
+        return hits[k - 1] if k else None
+
+    def _parts_mentioning(self, noun: str) -> list[int]:
+        if not (noun.isascii() or (noun.isalpha() and not _is_cjk(noun))):
+            return self._holding_char(noun[0])  # CJK: some prefix of it, so its first character
+        if not _WORD.fullmatch(noun):
+            return [i for i, words in enumerate(self.lowered) if _mentions(noun, [words]) == 0]
+        # A run of word characters occurs only inside a word; the stem must start one.
+        stem = noun[: max(3, len(noun) - 3)]
+        if not self._words:
+            self._index_words()
+        words = self._words_containing(noun)
+        if len(stem) >= 3:
+            words |= self._words_starting(stem)
+        return sorted({i for word in words for i in self._postings[word]})
+
+    def _index_words(self) -> None:
+        postings: dict[str, list[int]] = {}
+        for i, words in enumerate(self.lowered):
+            for word in set(_WORD.findall(words)):
+                postings.setdefault(word, []).append(i)
+        self._postings, self._words = postings, list(postings)
+        starts, offset = [], 1
+        for word in self._words:
+            starts.append(offset)
+            offset += len(word) + 1
+        self._word_starts = starts
+        self._vocabulary = "".join("\n" + word for word in postings)
+
+    def _words_containing(self, text: str) -> set[str]:
+        words = self._words
+        found: set[str] = set()
+        at = self._vocabulary.find(text)
+        while at >= 0:
+            k = bisect_right(self._word_starts, at) - 1
+            found.add(words[k])
+            following = self._word_starts[k + 1] if k + 1 < len(words) else len(self._vocabulary)
+            at = self._vocabulary.find(text, following)
+        return found
+
+    def _words_starting(self, stem: str) -> set[str]:
+        return {word for word in self._words_containing(stem) if word.startswith(stem)}
+
+    def _holding_char(self, char: str) -> list[int]:
+        if self._by_char is None:
+            self._by_char = {}
+            for i, words in enumerate(self.lowered):
+                for c in set(words):
+                    self._by_char.setdefault(c, []).append(i)
+        return self._by_char.get(char, [])
+
+
+def _references(text: str, j: int, earlier: _Earlier, preamble: str) -> set[int]:
     masked = _masked(text)
     found: set[int] = set()
     for m in _EXPLICIT_REF.finditer(masked):
-        key = (m.group("n") or m.group("letter") or "").lower()
-        for i in range(j):
-            if labels[i] == key or (labels[i] is None and key == str(i + 1)):
-                found.add(i)
+        found |= earlier.named((m.group("n") or m.group("letter") or "").lower(), j)
     if found:
         return found
     if _PREVIOUS_REF.search(masked) or _STEP_START.match(text):
@@ -153,25 +246,26 @@ def _references(
             continue  # "ce qu'on", "o da": not a noun phrase
         if word == "o" and not _TURKISH_LETTERS.search(text):
             continue  # Portuguese/Spanish "o" is an article, not Turkish "that"
-        source = _mentions(noun, lowered[:j])
+        source = earlier.mentioning(noun, j)
         if source is not None:
             return {source}
         if not preamble and word and not _THIS_WORD.fullmatch(word):
             return {j - 1}  # "that city", "cet auteur", "essa cidade": no context to mean
-    if not preamble and _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
+    if preamble:
+        return found  # what follows points at the part before only without shared context
+    if _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
         return {j - 1}  # "How much does the cheapest model cost?": of what was just named
     pronoun = _PRONOUN.search(masked) or any(
         lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
     )
-    if not preamble and pronoun and not _mentions_own_subject(text):
+    if pronoun and not _mentions_own_subject(text):
         return {j - 1}
     return found
 
 
 def _mentions(noun: str, earlier: Sequence[str]) -> int | None:
     """The latest earlier part (``earlier``: their texts, lowercased) holding ``noun`` (or
-    its stem). Cheap substring checks first: this runs for every part against every
-    earlier one."""
+    its stem): the plain search ``_Earlier.mentioning`` answers as."""
     if not noun:
         return None
     alphabetic = noun.isascii() or (noun.isalpha() and not _is_cjk(noun))

@@ -1,0 +1,126 @@
+"""Dependency detection through ``_Earlier``'s index gives exactly what the plain search of
+every earlier part gives (the search it replaced, kept here as the reference): on every
+prompt of the decompose corpora, on generated prompts full of references, and noun by noun."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from splitter import decompose
+from splitter._decompose import _dependencies
+from splitter._decompose._dependencies import _Earlier, _mentions
+from splitter._decompose._types import Part
+
+DATA = Path(__file__).parent / "data"
+CORPORA = sorted(DATA.glob("decompose*.jsonl"))
+
+
+class _PlainEarlier(_Earlier):
+    """The per-part search as first written: every earlier part, for every reference."""
+
+    def named(self, key: str, j: int) -> set[int]:
+        return {
+            i
+            for i in range(j)
+            if self.labels[i] == key or (self.labels[i] is None and key == str(i + 1))
+        }
+
+    def mentioning(self, noun: str, j: int) -> int | None:
+        return _mentions(noun, self.lowered[:j])
+
+
+_SUBJECTS = ("tower", "bridge", "river", "museum", "Gebäude", "país", "città", "dağ", "city")
+_PATTERNS = (
+    "What is the capital of country {i}?",
+    "How tall is that {subject}?",
+    "Who designed that {subject}{i}?",
+    "Use the answer to question {k} and explain why.",
+    "Compare it with item {k}, please?",
+    "Describe this {subject} in detail?",
+    "Where is the {subject} of region {i}?",
+    "Wie alt ist dieses {subject}es?",
+    "¿Dónde está esa {subject}?",
+    "Bu {subject} ne kadar yüksek?",
+    "这条河有多长？",
+    "その川はどこですか？",
+    "What about its population?",
+    "How much does the cheapest model cost?",
+    "What is the answer to (b)?",
+)
+
+
+def pointing_prompt(n: int, *, seed: int, listed: bool) -> str:
+    """``n`` questions, most of them pointing back (explicit references to numbers and
+    letters, demonstratives whose noun is or is not named before, pronouns), as a list
+    (``1.``, ``(a)``) or as sentences without labels."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        pattern = rng.choice(_PATTERNS)
+        text = pattern.format(i=i, k=rng.randint(1, max(1, i + 2)), subject=rng.choice(_SUBJECTS))
+        if listed:
+            label = f"({chr(ord('a') + i % 26)})" if rng.random() < 0.2 else f"{i + 1}."
+            lines.append(f"{label} {text}")
+        else:
+            lines.append(text)
+    return "\n".join(lines) if listed else " ".join(lines)
+
+
+def _plain_decompose(prompt: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    with monkeypatch.context() as patched:
+        patched.setattr(_dependencies, "_Earlier", _PlainEarlier)
+        return decompose(prompt)
+
+
+@pytest.mark.parametrize("corpus", CORPORA, ids=[c.stem for c in CORPORA])
+def test_every_corpus_prompt_decomposes_as_with_the_plain_search(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every prompt of the corpus: the same parts, the same dependencies."""
+    rows = [json.loads(line) for line in corpus.read_text("utf-8").splitlines() if line.strip()]
+    assert rows
+    for row in rows:
+        assert decompose(row["prompt"]) == _plain_decompose(row["prompt"], monkeypatch), row["id"]
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["list", "sentences"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_generated_prompts_full_of_references_decompose_as_with_the_plain_search(
+    listed: bool, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generated prompts of 400 questions pointing back in every way the detector reads:
+    the same dependencies, and many of them (the prompts do exercise the lookups)."""
+    prompt = pointing_prompt(400, seed=seed, listed=listed)
+    fast = decompose(prompt)
+    assert fast == _plain_decompose(prompt, monkeypatch)
+    waiting = [p for p in fast.parts if p.depends_on]
+    assert len(fast.parts) > 300
+    assert len(waiting) > len(fast.parts) // 2
+    assert any(p.depends_on and p.depends_on[0] < i - 1 for i, p in enumerate(fast.parts))
+
+
+def test_mentioning_answers_as_the_plain_search_noun_by_noun() -> None:
+    """Every earlier position, for nouns that are whole words, word starts, middles of
+    words, stems, accented, Turkish, CJK, absent and mixed-case-lowered of the parts."""
+    rng = random.Random(21)
+    texts = [
+        pointing_prompt(1, seed=s, listed=False) + rng.choice(["", " İstanbul'un", " Straße"])
+        for s in range(120)
+    ]
+    parts = [Part(t, None, 0.9) for t in texts]
+    fast, plain = _Earlier(parts), _PlainEarlier(parts)
+    nouns = ["tower", "towers", "designed", "esign", "gebäudes", "dağı", "河", "川は", "ひ"]
+    nouns += ["i̇stanbul'un", "i̇stanbul", "straße", "population", "zzz", "cit", "città", "7"]
+    nouns += [w.lower()[a:b] for w in " ".join(texts).split()[:80] for a, b in [(0, 5), (1, 4)]]
+    compared = found = 0
+    for noun in nouns:
+        for j in range(len(parts) + 1):
+            expected = plain.mentioning(noun, j)
+            assert fast.mentioning(noun, j) == expected, (noun, j)
+            compared += 1
+            found += expected is not None
+    assert found > compared // 3
