@@ -1,6 +1,13 @@
-"""``RequestSpec``: what a request is sent with (model, system prompt, history, the caller's
-keywords): the batch's, and each question's own over it (``RequestSpec.of``); the messages
-and output cap of one request, and the shape that questions merged together must share.
+"""``RequestSpec``: what a request is sent with (model, system prompt, shared context,
+history, the caller's keywords): the batch's, and each question's own over it
+(``RequestSpec.of``); the messages and output cap of one request, and the shape that
+questions merged together must share.
+
+A request's messages run from what is shared most to what is shared least, so the requests
+of a batch begin with the same bytes and an engine's prefix cache can serve their repeats:
+one system message (the system prompt, then the context, joined by a blank line), then the
+question's own history, then the user message (the question, or a merged request's
+questions).
 """
 
 from __future__ import annotations
@@ -27,10 +34,17 @@ class RequestSpec:
     params: dict[str, Any]
     isolation_key: str | None = None  # whose answers these are: a cache never crosses it
     history: tuple[dict[str, Any], ...] = ()  # messages between the system prompt and the user's
+    context: str | None = None  # what the questions are about, after the system prompt
+
+    @property
+    def head(self) -> str:
+        """The system message's text: the system prompt, then the context ("" for neither)."""
+        return "\n\n".join(part for part in (self.system, self.context) if part)
 
     def messages(self, user: str) -> list[dict[str, Any]]:
-        head = [{"role": "system", "content": self.system}] if self.system else []
-        return [*head, *self.history, {"role": "user", "content": user}]
+        head = self.head
+        system = [{"role": "system", "content": head}] if head else []
+        return [*system, *self.history, {"role": "user", "content": user}]
 
     def capped(self, max_tokens: int | None) -> dict[str, Any]:
         """The params as sent, with the output cap set (under the caller's own key, if any);
@@ -53,13 +67,17 @@ class RequestSpec:
         return cap if isinstance(cap, int) else None
 
     def of(self, question: Question) -> RequestSpec:
-        """The request ``question`` is sent with: its own system prompt, history and
-        keywords over the batch's (its keywords key by key; ``system=""``: none)."""
+        """The request ``question`` is sent with: its own system prompt, context, history
+        and keywords over the batch's (its keywords key by key; ``system=""``,
+        ``context=""``: none)."""
         if not question.has_own_request:
             return self
         system = self.system if question.system is None else question.system
+        context = self.context if question.context is None else question.context
         params = {**self.params, **question.params} if question.params else self.params
-        return replace(self, system=system, params=params, history=question.messages)
+        return replace(
+            self, system=system, context=context, params=params, history=question.messages
+        )
 
     def shape(self, question: Question, index: int) -> Hashable:
         """What ``question``'s request must share with others' to be merged with them:
@@ -69,8 +87,8 @@ class RequestSpec:
         if question.messages:
             return ("history", index)
         own = self.of(question)
-        if own.system == self.system and own.params == self.params:
+        if own.head == self.head and own.params == self.params:
             return None
         # Keywords compared by their JSON text; a value JSON cannot show (a class passed as
         # response_format) by its repr, which only ever keeps apart what may be equal.
-        return (own.system or "", json.dumps(own.params, sort_keys=True, default=repr))
+        return (own.head, json.dumps(own.params, sort_keys=True, default=repr))

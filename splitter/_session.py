@@ -22,6 +22,7 @@ from ._events import Emitter, check_hook
 from ._exceptions import InvalidInputError
 from ._inputs import (
     QuestionLike,
+    check_context,
     check_isolation_key,
     check_map_input,
     check_params,
@@ -73,13 +74,16 @@ class Session:
         system: str | None,
         params: dict[str, Any],
         isolation_key: str | None = None,
+        context: str | None = None,
     ) -> RequestSpec:
         """What every request of a call is sent with, checked."""
         check_sendable(system, "system")
         check_isolation_key(isolation_key)
+        context = check_context(context)
         if self.policy.api == "responses":
             check_keywords(params)
-        return RequestSpec(model, system, check_params(params, self.policy), isolation_key)
+        params = check_params(params, self.policy)
+        return RequestSpec(model, system, params, isolation_key, context=context)
 
     async def ask_many(
         self,
@@ -90,12 +94,13 @@ class Session:
         hooks: tuple[object, object],
         raise_on_error: bool = False,
         isolation_key: str | None = None,
+        context: str | None = None,
     ) -> BatchResult:
         """``Splitter.aask_many``; ``hooks`` are the call's ``on_event`` and ``progress``."""
         model = self.model(model)
         items = normalize_questions(questions, policy=self.policy, model=model)
         deps = build_graph(items)
-        spec = self.spec(model, system, params, isolation_key)
+        spec = self.spec(model, system, params, isolation_key, context)
         on_event, progress = hooks
         hook = check_hook(on_event)
         bar = progress_bar(progress)
@@ -116,11 +121,12 @@ class Session:
         system: str | None,
         params: dict[str, Any],
         ordered: bool,
+        context: str | None = None,
     ) -> AnswerStream:
         """``Splitter.astream``: bad input raises here, before anything is sent."""
         model = self.model(model)
         items = normalize_questions(questions, policy=self.policy, model=model)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         deps = build_graph(items)
 
         async def produce(relay: Relay) -> BatchResult:
@@ -141,11 +147,12 @@ class Session:
         window: int,
         ordered: bool,
         hooks: tuple[object, object],
+        context: str | None = None,
     ) -> MappedAnswers:
         """``Splitter.amap``; ``hooks`` are the call's ``on_event`` and ``progress``."""
         check_map_input(questions, window)
         model = self.model(model)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         on_event, progress = hooks
         hook = check_hook(on_event)
         bar = progress_bar(progress)
@@ -164,6 +171,7 @@ class Session:
         model: str | None,
         system: str | None,
         params: dict[str, Any],
+        context: str | None = None,
     ) -> Plan:
         """``Splitter.plan``: the first wave's plan, indexed by position in ``questions``."""
         model = self.model(model)
@@ -171,7 +179,7 @@ class Session:
         if not items:
             raise InvalidInputError("there is nothing to plan: the list of questions is empty")
         deps = build_graph(items)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         first = [i for i, needs in enumerate(deps) if not needs]
         endpoint = self.endpoint(self.client, model)
         return self.plan([items[i] for i in first], spec, endpoint, first)
