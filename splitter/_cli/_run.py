@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import openai
@@ -25,6 +28,7 @@ from ._args import CommandError, api_key
 def run(args: argparse.Namespace) -> int:
     policy = Policy(limits=Limits(max_concurrency=args.concurrency))
     key = api_key(args)
+    params = structured_params(args.response_format)
     progress = args.progress
     if progress is None:
         progress = sys.stderr.isatty() and importlib.util.find_spec("tqdm") is not None
@@ -40,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
                 retry_failed=not args.keep_failed,
                 progress=progress,
                 output_format=args.output_format,
+                **params,
             )
 
     try:
@@ -60,6 +65,30 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0 if done.failed == 0 else 1
+
+
+def structured_params(path: str | None) -> dict[str, Any]:
+    """``--response-format SCHEMA.json`` as the run's request keywords: the file's JSON schema
+    sent as a strict ``json_schema`` named after the file, or, where the file holds a whole
+    ``{"type": "json_schema", ...}`` response format, that as it is. A missing file or one
+    that is not a JSON object is a ``CommandError`` (status 2)."""
+    if path is None:
+        return {}
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CommandError(f"--response-format {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"--response-format {path}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CommandError(f"--response-format {path}: not a JSON schema (not an object)")
+    if value.get("type") == "json_schema":
+        if not isinstance(value.get("json_schema"), dict):
+            raise CommandError(f"--response-format {path}: json_schema must be an object")
+        return {"response_format": value}
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", Path(path).stem)[:64] or "answer"
+    spec = {"name": name, "schema": value, "strict": True}
+    return {"response_format": {"type": "json_schema", "json_schema": spec}}
 
 
 def resume_command(args: argparse.Namespace) -> str:
