@@ -199,6 +199,14 @@ def _parser() -> argparse.ArgumentParser:
         help='splitter: {"id", "answer", "error"} lines; batch: OpenAI Batch API output lines',
     )
     run.add_argument(
+        "--response-format",
+        metavar="SCHEMA.json",
+        default=None,
+        help="a JSON schema file: every answer is JSON valid against it, and its answer "
+        'line carries it as "parsed" (a file holding {"type": "json_schema", ...} is sent '
+        "as it is)",
+    )
+    run.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import re
 import shlex
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import anyio
 import openai
@@ -35,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return _parent(args)
     policy = _policy(args, args.concurrency)
     key = api_key(args)
+    params = structured_params(args.response_format)
     progress = args.progress
     if progress is None:
         progress = sys.stderr.isatty() and importlib.util.find_spec("tqdm") is not None
@@ -50,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
                 retry_failed=not args.keep_failed,
                 progress=progress,
                 output_format=args.output_format,
+                **params,
             )
 
     try:
@@ -133,6 +138,7 @@ def _worker_words(args: argparse.Namespace, model: str, count: int) -> list[str]
         ("--rpm", args.rpm),
         ("--tpm", args.tpm),
         ("--redis", args.redis),
+        ("--response-format", args.response_format),
     ):
         if value is not None:
             words += [option, str(value)]
@@ -145,6 +151,7 @@ def _worker(args: argparse.Namespace) -> int:
     share = WorkerShare(index, count, done_bytes)
     policy = _policy(args, args.concurrency)
     key = api_key(args)
+    params = structured_params(args.response_format)
     settings = FileSettings(args.window, False, 100, 1.0, args.output_format, share)
     warnings.showwarning = _one_line  # the parent passes each line on, once
 
@@ -156,7 +163,7 @@ def _worker(args: argparse.Namespace) -> int:
             session = splitter._session
             hooks = (None, False)
             return await run_file(
-                session, args.questions, args.out, args.model, args.system, settings, hooks, {}
+                session, args.questions, args.out, args.model, args.system, settings, hooks, params
             )
 
     try:
@@ -178,6 +185,30 @@ def worker_share(text: str) -> tuple[int, int, int]:
     if not 0 <= index < count or done_bytes < 0:
         raise argparse.ArgumentTypeError(f"not a worker share: {text!r}")
     return index, count, done_bytes
+
+
+def structured_params(path: str | None) -> dict[str, Any]:
+    """``--response-format SCHEMA.json`` as the run's request keywords: the file's JSON schema
+    sent as a strict ``json_schema`` named after the file, or, where the file holds a whole
+    ``{"type": "json_schema", ...}`` response format, that as it is. A missing file or one
+    that is not a JSON object is a ``CommandError`` (status 2)."""
+    if path is None:
+        return {}
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CommandError(f"--response-format {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"--response-format {path}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CommandError(f"--response-format {path}: not a JSON schema (not an object)")
+    if value.get("type") == "json_schema":
+        if not isinstance(value.get("json_schema"), dict):
+            raise CommandError(f"--response-format {path}: json_schema must be an object")
+        return {"response_format": value}
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", Path(path).stem)[:64] or "answer"
+    spec = {"name": name, "schema": value, "strict": True}
+    return {"response_format": {"type": "json_schema", "json_schema": spec}}
 
 
 def resume_command(args: argparse.Namespace) -> str:
