@@ -20,9 +20,9 @@ from splitter import Policy, Splitter, wrap
 from splitter._budget import MemoryBudget
 from splitter._budget import _wire as wire
 from splitter.sim import SimLimits, SimService
-from splitter.testing import assert_answers_match
+from splitter.testing import assert_answers_match, open_sim_client
 
-pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
+pytestmark = [pytest.mark.anyio]
 
 _RATE = 5.0
 
@@ -56,6 +56,7 @@ def _figures(service: SimService) -> tuple[int, int, float]:
     return len(log), sum(r.status == 429 for r in log), (len(accepted) - 1) / span / _RATE
 
 
+@pytest.mark.virtual_time
 @pytest.mark.parametrize("stated", [False, True])
 async def test_stalls_after_booking_do_not_bunch_the_real_sends(stated: bool) -> None:
     """200 single requests through stalls of 0-150 ms: at most 2% answered 429, at least
@@ -75,6 +76,7 @@ async def test_stalls_after_booking_do_not_bunch_the_real_sends(stated: bool) ->
     assert reached >= 0.85, f"{reached:.2f} of the rate"
 
 
+@pytest.mark.virtual_time
 async def test_the_wrappers_own_requests_are_paced_at_the_wire() -> None:
     """Whole requests through ``wrap(client)`` pass the same gate: 60 concurrent ones at a
     stated 5 r/s through the stalls draw at most one 429 (without the gate: 4 of 64)."""
@@ -97,6 +99,7 @@ async def test_the_wrappers_own_requests_are_paced_at_the_wire() -> None:
     assert rejected <= 1, f"{rejected} of {requests} answered 429"
 
 
+@pytest.mark.virtual_time
 async def test_depart_waits_for_the_pace_since_the_last_real_send() -> None:
     """The gate itself: at a stated 300 rpm with no burst, a request
     booked on time but sent late holds the next one back until one interval after it."""
@@ -122,6 +125,7 @@ async def test_depart_waits_for_the_pace_since_the_last_real_send() -> None:
     assert slept
 
 
+@pytest.mark.virtual_time
 async def test_install_adds_the_hook_once_and_only_to_async_clients() -> None:
     service = _service()
     async with service.async_client() as client:
@@ -130,3 +134,27 @@ async def test_install_adds_the_hook_once_and_only_to_async_clients() -> None:
         hooks = client._client.event_hooks["request"]
         assert sum(h is wire._on_request for h in hooks) == 1
     assert not wire.install(openai.OpenAI(base_url=service.base_url, api_key="k"))
+
+
+async def test_the_gate_fires_at_the_real_write_over_loopback_http() -> None:
+    """Over a real socket (httpcore, or httpcore2 under openai 3.x) every request of the
+    executor and of the wrapper passes the gate: each books, departs and records when."""
+    from splitter._wrap._owner import _splitter_for
+
+    service = SimService("instant", time_scale=0.01)
+    async with open_sim_client(service, door="http") as raw:
+        splitter = Splitter(raw, policy=Policy(strategy="fanout"))
+        result = await splitter.aask_many([f"What is {i} + {i}?" for i in range(6)], model="m")
+        assert result.ok
+        budget = splitter._endpoint(splitter._client, "m").budget
+        assert isinstance(budget, MemoryBudget)
+        departed = budget.account.departed
+        assert departed is not None
+        client = wrap(raw)
+        messages: Any = [{"role": "user", "content": "Hello there, how are you?"}]
+        await client.chat.completions.create(model="m", messages=messages)
+        wrapped = _splitter_for(client)
+        wrapped_budget = wrapped._endpoint(wrapped._client, "m").budget
+        assert isinstance(wrapped_budget, MemoryBudget)
+        assert wrapped_budget.account.departed is not None
+        assert wrapped_budget.account.departed > departed
