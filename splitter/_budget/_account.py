@@ -129,6 +129,12 @@ class Account:
         return self.limit(kind).awaiting(now)
 
     def take(self, tokens: float, now: float) -> Ticket:
+        if self.started is None and self.requests.pace is not None:
+            # A stated rate opens with one request from the first send, not with what its
+            # pacer saved up since the limit was stated (a cold process plans for a while
+            # first: 0.7 s at 20 r/s let 15 requests go at once into a leaky bucket).
+            limit = self.requests
+            limit.level, limit.at = min(limit.pacer_level(now), 1.0), now
         self.requests.take(1, now)
         self.tokens.take(tokens, now)
         self.probe.take(now)
