@@ -113,7 +113,7 @@ class RedisBudget:
         while True:
             with self._lock:
                 now = _clock.now()
-                gap = self._seen.interval()
+                gap = self._seen.interval(self._seen_at + max(0.0, now - self._seen_local))
                 delay = 0.0 if self._departed is None else self._departed + gap - now
                 if delay <= 0:
                     self._departed = now
