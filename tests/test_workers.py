@@ -191,3 +191,72 @@ async def test_a_rerun_folds_the_part_files_a_cut_short_run_left(tmp_path: Path)
     assert set(asked(service)) == {questions[qid] for qid in ids[4:]}
     kept = [r for r in read_answers(out) if r["answer"].endswith(" kept")]
     assert sorted(map(str, (r["id"] for r in kept))) == sorted(map(str, ids[:4]))
+
+
+def test_ctrl_c_stops_the_workers_and_says_how_to_resume(tmp_path: Path) -> None:
+    """SIGINT to the parent (Ctrl-C) stops every worker: exit 130, the answers written so
+    far counted and kept, no part file left; the printed command resumes to every id once."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions = write_questions(questions_file, 240, tokens=40)
+    service = SimService("gpt-4o-mini", time_scale=0.05)
+    with serve(service) as base_url:
+        command = run_command(questions_file, out, base_url, "--workers", "2")
+        command += ["--concurrency", "8", "--window", "16"]
+        parent = subprocess.Popen(command, env=ENV, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while (not out.exists() or len(out.read_text().splitlines()) < 20) and (
+            time.monotonic() < deadline and parent.poll() is None
+        ):
+            time.sleep(0.02)
+        parent.send_signal(signal.SIGINT)
+        _, stderr = parent.communicate(timeout=120)
+        assert parent.returncode == 130, stderr
+        written = read_answers(out)
+        assert f"interrupted; {len(written)} answers are safely in {out}" in stderr
+        assert "Resume with:" in stderr
+        assert "Traceback" not in stderr
+        assert not list(tmp_path.glob("answers.jsonl.part-*"))
+        assert len(written) < len(questions)
+
+        second = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert_each_id_answered_once(out, questions)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status  # exited, not yet reaped by whoever adopted it
+
+
+def test_a_parent_killed_with_sigkill_leaves_parts_that_the_rerun_folds_in(
+    tmp_path: Path,
+) -> None:
+    """The parent killed: its workers notice and stop, their part files stay; the rerun
+    folds them in and answers the rest, each id once."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions = write_questions(questions_file, 240, tokens=40)
+    service = SimService("gpt-4o-mini", time_scale=0.05)
+    with serve(service) as base_url:
+        command = run_command(questions_file, out, base_url, "--workers", "2")
+        command += ["--concurrency", "8", "--window", "16"]
+        parent = subprocess.Popen(command, env=ENV, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while (not out.exists() or len(out.read_text().splitlines()) < 20) and (
+            time.monotonic() < deadline and parent.poll() is None
+        ):
+            time.sleep(0.02)
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+        parent.kill()
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while not all(_gone(int(pid)) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(int(pid)) for pid in children)
+        assert list(tmp_path.glob("answers.jsonl.part-*"))
+
+        second = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert_each_id_answered_once(out, questions)

@@ -24,7 +24,7 @@ from .._exceptions import APIError
 from .._file_run import FileSettings, WorkerShare, prepare_file, run_file
 from .._policy import Limits, Policy, SharedBudget
 from .._splitter import Splitter
-from .._workers import run_workers, share_budget
+from .._workers import run_workers, share_budget, watch_parent
 from ._args import CommandError, api_key
 
 
@@ -147,6 +147,7 @@ def _worker(args: argparse.Namespace) -> int:
     key = api_key(args)
     settings = FileSettings(args.window, False, 100, 1.0, args.output_format, share)
     warnings.showwarning = _one_line  # the parent passes each line on, once
+    watch_parent()
 
     async def run() -> FileRun:
         async with openai.AsyncOpenAI(base_url=args.base_url, api_key=key) as client:
