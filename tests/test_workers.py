@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def test_a_worker_killed_with_sigkill_fails_the_run_and_a_rerun_completes_it(
         os.kill(int(children[0]), signal.SIGKILL)
         _, stderr = parent.communicate(timeout=120)
         assert parent.returncode == 1, stderr
-        assert "worker 1 of 2 was killed by SIGKILL" in stderr
+        assert re.search(r"worker [12] of 2 was killed by SIGKILL", stderr)
         assert "a worker died" in stderr
         assert "Answer the rest with:" in stderr
         written = read_answers(out)
@@ -149,22 +150,26 @@ def test_a_malformed_line_is_refused_before_any_worker_starts(tmp_path: Path) ->
 
 def test_workers_share_one_stated_rpm(tmp_path: Path) -> None:
     """Two workers at --rpm 600 send, together, at about 10 requests a second (counted
-    from the simulator's log); two unshared budgets would send 20, so the bound is 15. A
-    slow machine only sends slower, so the bound holds under load."""
+    from the simulator's log; an unshared budget drew 21), so the bound is 15."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
-    questions = write_questions(questions_file, 60, alone=True)
+    questions = write_questions(questions_file, 150, alone=True)
     service = SimService("gpt-4o-mini", time_scale=0.01)
     with serve(service) as base_url:
         command = run_command(questions_file, out, base_url, "--workers", "2", "--rpm", "600")
         done = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert_each_id_answered_once(out, questions)
-    arrived = sorted(record.arrived for record in service.log)
-    assert len(arrived) == 60  # one request per question: each has a history
-    # A budget opens with a few requests at once (one process sent 5 at 0 s); after
-    # them, the pace.
-    rate = (len(arrived) - 11) / (arrived[-1] - arrived[10])
+    assert len(service.log) == 150  # one request per question: each has a history
+    rate = paced_rate([record.arrived for record in service.log])
     assert rate <= 10 * 1.5, f"{rate:.1f} requests/s at --rpm 600"
+
+
+def paced_rate(arrived: list[float]) -> float:
+    """Requests per second after the first 10. A budget opens with the room it gathered
+    before its first request (5 at once for one process here), then paces; a stalled
+    worker's later burst is paid for by its stall, so a loaded machine only sends slower."""
+    arrived = sorted(arrived)
+    return (len(arrived) - 11) / (arrived[-1] - arrived[10])
 
 
 @pytest.mark.anyio
