@@ -147,12 +147,13 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
 
 
 def _messages(log: IO[bytes], index: int, count: int, status: int) -> list[str]:
-    """A worker's stderr lines, and a line saying how it died if a signal killed it."""
+    """A worker's stderr lines (each already says ``splitter run:``), and a line saying
+    how it died if a signal killed it."""
     log.seek(0)
     lines = [line for line in log.read().decode("utf-8", "replace").splitlines() if line]
     if status < 0:
         name = signal.Signals(-status).name
-        lines.append(f"worker {index + 1} of {count} was killed by {name}")
+        lines.append(f"splitter run: worker {index + 1} of {count} was killed by {name}")
     return lines
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -146,6 +147,27 @@ def test_a_malformed_line_is_refused_before_any_worker_starts(tmp_path: Path) ->
     assert service.log == []
     assert not out.exists()
     assert not list(tmp_path.glob("answers.jsonl.part-*"))
+
+
+def test_a_service_that_cannot_be_used_stops_every_worker_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """A base URL nothing answers: exit 3, as with one process, and its error said once
+    (each worker met it), not once per worker or per question."""
+    questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    write_questions(questions_file, 40)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"  # bound, then closed: nothing listens
+    command = run_command(questions_file, out, base_url, "--workers", "2")
+    done = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, done.stderr
+    assert errors[0].startswith("splitter run: error: ")
+    assert base_url in errors[0]
+    assert len(read_answers(out)) <= 2  # at most the one line each worker stopped at
 
 
 def test_workers_share_one_stated_rpm(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def _parent(args: argparse.Namespace) -> int:
     env = {**os.environ, "OPENAI_API_KEY": key}  # never on a command line (ps shows those)
     outcome = run_workers(prepared, command, count, env)
     for message in dict.fromkeys(outcome.messages):  # each once, in order
-        print(f"splitter run: {message}", file=sys.stderr)
+        print(message, file=sys.stderr)
     if outcome.interrupted or 130 in outcome.statuses:
         return _interrupted(args)
     done = FileRun(prepared.questions, prepared.skipped, outcome.answered, outcome.failed)
@@ -170,7 +170,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"splitter run: warning: {message}", file=sys.stderr)
 
 
 def worker_share(text: str) -> tuple[int, int, int]:
