@@ -4,9 +4,11 @@ prompt of the decompose corpora, on generated prompts full of references, and no
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -33,41 +35,18 @@ class _PlainEarlier(_Earlier):
         return _mentions(noun, self.lowered[:j])
 
 
-_SUBJECTS = ("tower", "bridge", "river", "museum", "Gebäude", "país", "città", "dağ", "city")
-_PATTERNS = (
-    "What is the capital of country {i}?",
-    "How tall is that {subject}?",
-    "Who designed that {subject}{i}?",
-    "Use the answer to question {k} and explain why.",
-    "Compare it with item {k}, please?",
-    "Describe this {subject} in detail?",
-    "Where is the {subject} of region {i}?",
-    "Wie alt ist dieses {subject}es?",
-    "¿Dónde está esa {subject}?",
-    "Bu {subject} ne kadar yüksek?",
-    "这条河有多长？",
-    "その川はどこですか？",
-    "What about its population?",
-    "How much does the cheapest model cost?",
-    "What is the answer to (b)?",
-)
+def _bench() -> ModuleType:
+    """``bench/planner_speed.py``, whose prompts pointing back are the ones timed there."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "planner_speed.py"
+    spec = importlib.util.spec_from_file_location("planner_speed", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def pointing_prompt(n: int, *, seed: int, listed: bool) -> str:
-    """``n`` questions, most of them pointing back (explicit references to numbers and
-    letters, demonstratives whose noun is or is not named before, pronouns), as a list
-    (``1.``, ``(a)``) or as sentences without labels."""
-    rng = random.Random(seed)
-    lines = []
-    for i in range(n):
-        pattern = rng.choice(_PATTERNS)
-        text = pattern.format(i=i, k=rng.randint(1, max(1, i + 2)), subject=rng.choice(_SUBJECTS))
-        if listed:
-            label = f"({chr(ord('a') + i % 26)})" if rng.random() < 0.2 else f"{i + 1}."
-            lines.append(f"{label} {text}")
-        else:
-            lines.append(text)
-    return "\n".join(lines) if listed else " ".join(lines)
+pointing_prompt = _bench().pointing_prompt
 
 
 def _plain_decompose(prompt: str, monkeypatch: pytest.MonkeyPatch) -> object:
