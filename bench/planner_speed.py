@@ -14,7 +14,8 @@ Pure CPU: no service, no I/O. Three tables:
 3. ``decompose()`` of a prompt of n items, dependency detection included (target: 8,000
    items well under 100 ms): the numbered list of the questions above, and a list of
    questions pointing back (``pointing_prompt``: references by number and letter,
-   demonstratives, pronouns), which the plain search of every earlier part made quadratic.
+   demonstratives, pronouns), and one whose demonstratives name nothing said before
+   (``unnamed_prompt``), which the plain search of every earlier part made quadratic.
 
     python bench/planner_speed.py                 # n = 10, 100, 1000, 10000
     python bench/planner_speed.py --ns 1000 --runs 21 --decompose 1000 8000
@@ -95,6 +96,15 @@ def pointing_prompt(n: int, *, seed: int = 1, listed: bool = True) -> str:
     return "\n".join(lines) if listed else " ".join(lines)
 
 
+def unnamed_prompt(n: int, *, seed: int = 1) -> str:
+    """``n`` numbered questions about "that <word>", the word named by no earlier question:
+    the plain search read every earlier question for each of them."""
+    rng = random.Random(seed)
+    letters = "bcdfghjklmnpqrstvwxz"
+    nouns = ("".join(rng.choice(letters) for _ in range(8)) for _ in range(n))
+    return "\n".join(f"{i + 1}. Where is that {noun}?" for i, noun in enumerate(nouns))
+
+
 def items(n: int) -> list[PlanItem]:
     return [PlanItem(i, 20 + i % 50, 20 + (i * 37) % 400) for i in range(n)]
 
@@ -170,6 +180,7 @@ def decompose_table(sizes: list[int], runs: int) -> None:
         prompts = {
             "numbered": "\n".join(f"{i + 1}. {q}" for i, q in enumerate(questions(n))),
             "pointing": pointing_prompt(n),
+            "unnamed": unnamed_prompt(n),
         }
         for name, prompt in prompts.items():
             times, parts = [], decompose(prompt).parts
