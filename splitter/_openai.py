@@ -75,6 +75,7 @@ class OpenAIBackend:
         """One chat completion; raises splitter's ``APIError`` family on failure."""
         started = _clock.now()
         responses = self._api == "responses"
+        params = in_body(params)
         kwargs = request_of(model, messages, params) if responses else None
         try:
             if kwargs is not None:
@@ -110,6 +111,7 @@ class OpenAIBackend:
         # service model would have to guess the tokens.
         kwargs: dict[str, Any]
         collected: _Collected | ResponsesCollected
+        params = in_body(params)
         if self._api == "responses":
             kwargs = {**request_of(model, messages, params), "stream": True}
             collected, resource = ResponsesCollected(), self._resource()
@@ -181,6 +183,18 @@ class OpenAIBackend:
         # thread's request finishes (or times out) on its own.
         call = functools.partial(create, **kwargs)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=self._threads)
+
+
+def in_body(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with a ``prompt_cache_key`` moved into ``extra_body``: the same JSON body,
+    from openai versions whose ``create`` has no such keyword too."""
+    if "prompt_cache_key" not in params:
+        return params
+    rest = {k: v for k, v in params.items() if k != "prompt_cache_key"}
+    extra = rest.get("extra_body")
+    body = dict(extra) if isinstance(extra, Mapping) else {}
+    body.setdefault("prompt_cache_key", params["prompt_cache_key"])
+    return {**rest, "extra_body": body}
 
 
 def _estimated_usage(model: str, messages: list[dict[str, Any]], text: str) -> Usage:

@@ -46,6 +46,7 @@ class RequestRecord:
     prompt_tokens: int
     completion_tokens: int
     questions: tuple[str, ...]
+    prompt_cache_key: str | None = None  # the request's, when it sent one
 
 
 class BodyStream:
@@ -101,6 +102,7 @@ class Call:
     completion_tokens: int = 0
     cached_tokens: int = 0
     questions: tuple[str, ...] = ()
+    prompt_cache_key: str | None = None
     finished: float | None = None
     closed: bool = False
 

@@ -32,10 +32,7 @@ import openai
 
 from splitter import _clock
 from splitter.sim import _refusals, _wire
-from splitter.sim._answers import (
-    answer_prompt,
-    prompt_tokens,
-)
+from splitter.sim._answers import answer_prompt, prompt_tokens
 from splitter.sim._asgi import make_asgi_app
 from splitter.sim._cache import prompt_token_keys
 from splitter.sim._engine import Engine
@@ -209,6 +206,7 @@ class SimService:
                 prompt_tokens=call.prompt_tokens,
                 completion_tokens=call.completion_tokens,
                 questions=call.questions,
+                prompt_cache_key=call.prompt_cache_key,
             )
         )
 
@@ -283,6 +281,7 @@ class SimService:
 
     async def _generate(self, call: Call, request: GenerationRequest) -> SimResponse:
         call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
+        call.prompt_cache_key = request.prompt_cache_key
         call.prompt_tokens = prompt_tokens(request.contents)
         answer = answer_prompt(request.user_text, self.default_answer_tokens)
         scripts = (text for key, text in self.scripted.items() if key in request.user_text)
