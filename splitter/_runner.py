@@ -231,7 +231,12 @@ class Runner:
     def _executor(self, client: Client, model: str) -> tuple[Endpoint, Executor]:
         endpoint = self.endpoint(client, model)
         policy = self.policy
-        backend = OpenAIBackend(client, max_threads=policy.limits.max_concurrency, api=policy.api)
+        backend = OpenAIBackend(
+            client,
+            max_threads=policy.limits.max_concurrency,
+            api=policy.api,
+            readings=endpoint.service.engine,
+        )
         return endpoint, Executor(backend, self.policy, endpoint)
 
     @asynccontextmanager

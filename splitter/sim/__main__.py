@@ -66,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="prefix cache: per slot (llama.cpp), shared blocks (vLLM) or none (the profile's)",
     )
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="report like llama-server: timings in each response, GET /props",
+    )
     parser.add_argument("--answer-tokens", type=int, default=50, help="default answer length")
     parser.add_argument("--seed", type=int, default=0)
     for name in _FAULTS:
@@ -98,6 +103,8 @@ def _service(args: argparse.Namespace, limits: SimLimits) -> SimService:
     profile = PROFILES[args.profile]
     if args.prefix_cache is not None:
         profile = profile.model_copy(update={"prefix_cache": args.prefix_cache})
+    if args.timings:
+        profile = profile.model_copy(update={"timings": True})
     return SimService(
         profile,
         time_scale=args.time_scale,
