@@ -11,8 +11,11 @@ Pure CPU: no service, no I/O. Three tables:
    each question encoded once). Target: ``plan()`` <= 1.3x the tokenization pass at 1,000,
    and the per-question cost flat from 1,000 to 10,000. The three are run interleaved, so
    that load on a shared machine falls on all of them alike;
-3. ``decompose()`` of one numbered-list prompt of n items, dependency detection included
-   (target: 8,000 items well under 100 ms).
+3. ``decompose()`` of a prompt of n items, dependency detection included (target: 8,000
+   items well under 100 ms): the numbered list of the questions above, and a list of
+   questions pointing back (``pointing_prompt``: references by number and letter,
+   demonstratives, pronouns), and one whose demonstratives name nothing said before
+   (``unnamed_prompt``), which the plain search of every earlier part made quadratic.
 
     python bench/planner_speed.py                 # n = 10, 100, 1000, 10000
     python bench/planner_speed.py --ns 1000 --runs 21 --decompose 1000 8000
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -53,6 +57,52 @@ _TEMPLATES = (
 def questions(n: int) -> list[str]:
     """Short, mixed questions; a third carry an output-length cue."""
     return [_TEMPLATES[i % len(_TEMPLATES)].format(i=i, j=i * 7 % 97) for i in range(n)]
+
+
+_SUBJECTS = ("tower", "bridge", "river", "museum", "Gebäude", "país", "città", "dağ", "city")
+_PATTERNS = (
+    "What is the capital of country {i}?",
+    "How tall is that {subject}?",
+    "Who designed that {subject}{i}?",
+    "Use the answer to question {k} and explain why.",
+    "Compare it with item {k}, please?",
+    "Describe this {subject} in detail?",
+    "Where is the {subject} of region {i}?",
+    "Wie alt ist dieses {subject}es?",
+    "¿Dónde está esa {subject}?",
+    "Bu {subject} ne kadar yüksek?",
+    "这条河有多长？",
+    "その川はどこですか？",
+    "What about its population?",
+    "How much does the cheapest model cost?",
+    "What is the answer to (b)?",
+)
+
+
+def pointing_prompt(n: int, *, seed: int = 1, listed: bool = True) -> str:
+    """``n`` questions, most of them pointing back (explicit references to numbers and
+    letters, demonstratives whose noun is or is not named before, pronouns), as a list
+    (``1.``, ``(a)``) or as sentences without labels."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        pattern = rng.choice(_PATTERNS)
+        text = pattern.format(i=i, k=rng.randint(1, max(1, i + 2)), subject=rng.choice(_SUBJECTS))
+        if listed:
+            label = f"({chr(ord('a') + i % 26)})" if rng.random() < 0.2 else f"{i + 1}."
+            lines.append(f"{label} {text}")
+        else:
+            lines.append(text)
+    return "\n".join(lines) if listed else " ".join(lines)
+
+
+def unnamed_prompt(n: int, *, seed: int = 1) -> str:
+    """``n`` numbered questions about "that <word>", the word named by no earlier question:
+    the plain search read every earlier question for each of them."""
+    rng = random.Random(seed)
+    letters = "bcdfghjklmnpqrstvwxz"
+    nouns = ("".join(rng.choice(letters) for _ in range(8)) for _ in range(n))
+    return "\n".join(f"{i + 1}. Where is that {noun}?" for i, noun in enumerate(nouns))
 
 
 def items(n: int) -> list[PlanItem]:
@@ -122,16 +172,28 @@ def side_by_side(ns: list[int], runs: int) -> None:
 
 def decompose_table(sizes: list[int], runs: int) -> None:
     print()
-    print("decompose() of a numbered list, dependency detection included")
-    print(f"{'items':>6} {'median ms':>10} {'parts':>7}")
+    print("decompose() of n items, dependency detection included")
+    print(
+        f"{'items':>6} {'prompt':<9} {'median ms':>10} {'us/item':>8} {'parts':>7} {'waiting':>8}"
+    )
     for n in sizes:
-        prompt = "\n".join(f"{i + 1}. {q}" for i, q in enumerate(questions(n)))
-        times, parts = [], 0
-        for _ in range(max(3, min(runs, 40_000 // n))):
-            started = time.perf_counter()
-            parts = len(decompose(prompt).parts)
-            times.append((time.perf_counter() - started) * 1000)
-        print(f"{n:>6} {statistics.median(times):>10.2f} {parts:>7}")
+        prompts = {
+            "numbered": "\n".join(f"{i + 1}. {q}" for i, q in enumerate(questions(n))),
+            "pointing": pointing_prompt(n),
+            "unnamed": unnamed_prompt(n),
+        }
+        for name, prompt in prompts.items():
+            times, parts = [], decompose(prompt).parts
+            for _ in range(max(3, min(runs, 40_000 // n))):
+                started = time.perf_counter()
+                decompose(prompt)
+                times.append((time.perf_counter() - started) * 1000)
+            median = statistics.median(times)
+            waiting = sum(bool(p.depends_on) for p in parts)
+            print(
+                f"{n:>6} {name:<9} {median:>10.2f} {median / n * 1000:>8.1f} {len(parts):>7} "
+                f"{waiting:>8}"
+            )
 
 
 def main() -> None:

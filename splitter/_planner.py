@@ -285,11 +285,11 @@ def _groups(
     longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
 ) -> list[Group]:
     """k groups balanced by expected output: longest first onto the lightest open group."""
-    if k == len(longest_first):  # fan-out (_preamble and _out, inlined: once per question)
+    if k == len(longest_first):  # fan-out: _group's single case, inlined (once per question)
         return [
             Group(
                 (it.index,),
-                (preamble if it.preamble is None else it.preamble) + it.input_tokens,
+                it.input_tokens + (preamble if it.preamble is None else it.preamble),
                 it.output_tokens,
                 it.max_tokens,
             )
@@ -300,9 +300,7 @@ def _groups(
     members: list[list[PlanItem]] = [[] for _ in range(k)]
     pop, replace = heapq.heappop, heapq.heapreplace
     for item in longest_first:
-        # The lightest group is heap[0] ((load, group) pairs are all distinct, so which is
-        # least never depends on the heap's layout): replaced in place while it stays open.
-        load, g = heap[0]
+        load, g = heap[0]  # the lightest (pairs all differ): replaced in place while open
         group = members[g]
         group.append(item)
         if len(group) < cap:
@@ -323,7 +321,7 @@ def _group(
         (only,) = members
         return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
     # Sums of ints and the repair's longest: the members' order matters only to the indexes.
-    first = members[0].preamble  # one shape: one system prompt
+    head = _preamble(members[0], preamble)  # one shape: one system prompt
     inputs = outputs = caps = 0
     indexes = []
     for it in members:
@@ -332,19 +330,12 @@ def _group(
         out = it.output_tokens
         outputs += out
         cap = it.max_tokens
-        if cap is None:
-            cap = math.ceil(out * margin)
-            if cap < floor:
-                cap = floor
-        caps += cap
+        caps += cap if cap is not None else max(floor, math.ceil(out * margin))
     indexes.sort()
     markers = ANSWER_MARKER_TOKENS * len(members)
     return Group(
         tuple(indexes),
-        (preamble if first is None else first)
-        + INSTRUCTION_TOKENS
-        + inputs
-        + MARKER_TOKENS * len(members),
+        head + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
         outputs + markers + (repair.tokens(members) if repair is not None else 0),
         caps + markers,
     )

@@ -12,17 +12,31 @@ questions).
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ._structured import Structured, structured_of, wire_params
 
 if TYPE_CHECKING:
     from ._questions import Question
 
-__all__ = ["RequestSpec"]
+__all__ = ["RequestSpec", "sends_cache_key"]
+
+#: The hosts that take ``prompt_cache_key`` under ``Policy(prompt_cache_key="auto")``.
+_CACHE_KEY_HOSTS = frozenset({"api.openai.com"})
+
+
+def sends_cache_key(setting: bool | str, base_url: str) -> bool:
+    """Whether requests to ``base_url`` carry a ``prompt_cache_key`` under ``setting``
+    (``Policy.prompt_cache_key``): "auto" only to OpenAI's own API, whose requests take it;
+    another server may refuse a body parameter it does not know."""
+    if setting != "auto":
+        return bool(setting)
+    return urlsplit(base_url).hostname in _CACHE_KEY_HOSTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +49,7 @@ class RequestSpec:
     isolation_key: str | None = None  # whose answers these are: a cache never crosses it
     history: tuple[dict[str, Any], ...] = ()  # messages between the system prompt and the user's
     context: str | None = None  # what the questions are about, after the system prompt
+    cache_keyed: bool = False  # requests carry a prompt_cache_key (see ``sends_cache_key``)
 
     @property
     def head(self) -> str:
@@ -50,10 +65,24 @@ class RequestSpec:
         """The params as sent, with the output cap set (under the caller's own key, if any);
         a pydantic class as ``response_format`` is sent as its JSON schema."""
         params = wire_params(self.params)
+        key = self.prompt_cache_key
+        if key is not None and not _has_cache_key(params):
+            params = {**params, "prompt_cache_key": key}
         if max_tokens is None:
             return params
         key = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
         return {**params, key: max_tokens}
+
+    @property
+    def prompt_cache_key(self) -> str | None:
+        """The key its requests share, where they carry one: requests with the same model
+        and system message share it (and their prefix), so the service routes them to one
+        cache; None without a system message (nothing is shared) or when not keyed."""
+        head = self.head
+        if not self.cache_keyed or not head:
+            return None
+        digest = hashlib.sha256(f"{self.model}\n{head}".encode()).hexdigest()
+        return f"splitter-{digest[:24]}"
 
     @property
     def structured(self) -> Structured | None:
@@ -92,3 +121,11 @@ class RequestSpec:
         # Keywords compared by their JSON text; a value JSON cannot show (a class passed as
         # response_format) by its repr, which only ever keeps apart what may be equal.
         return (own.head, json.dumps(own.params, sort_keys=True, default=repr))
+
+
+def _has_cache_key(params: Mapping[str, Any]) -> bool:
+    """Whether the caller set a ``prompt_cache_key`` (as a keyword or in ``extra_body``)."""
+    extra = params.get("extra_body")
+    return "prompt_cache_key" in params or (
+        isinstance(extra, Mapping) and "prompt_cache_key" in extra
+    )

@@ -36,9 +36,9 @@ from ._planner import Plan
 from ._policy import Policy
 from ._progress import progress_bar
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, check_sendable
-from ._request_spec import RequestSpec
+from ._request_spec import RequestSpec, sends_cache_key
 from ._responses_api import check_keywords
-from ._runner import Client, Runner, Settings
+from ._runner import Client, Runner, Settings, base_url_of
 from ._service_model import ServiceModel
 from ._stream import AnswerStream, Relay
 from ._sync import call_sync
@@ -83,7 +83,8 @@ class Session:
         if self.policy.api == "responses":
             check_keywords(params)
         params = check_params(params, self.policy)
-        return RequestSpec(model, system, params, isolation_key, context=context)
+        keyed = sends_cache_key(self.policy.prompt_cache_key, base_url_of(self.client))
+        return RequestSpec(model, system, params, isolation_key, context=context, cache_keyed=keyed)
 
     async def ask_many(
         self,

@@ -102,13 +102,17 @@ def wire_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def merged_format(structured: Structured, count: int) -> dict[str, Any]:
     """The ``response_format`` of a merged request of ``count`` questions with one schema:
-    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items
-    (the schema's ``$defs`` moved to the root, where its ``$ref``s point)."""
+    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items, each
+    id one of 1..``count`` (the schema's ``$defs`` moved to the root, where its ``$ref``s
+    point)."""
     item = dict(structured.schema)
     defs = item.pop("$defs", None)
+    # The ids a reply may use: a grammar then cannot write "id": 9 in a merge of 4 (a small
+    # model continues counting); a repeated id is still read back as missing.
+    ids = list(range(1, count + 1))
     answer_item = {
         "type": "object",
-        "properties": {"id": {"type": "integer"}, "answer": item},
+        "properties": {"id": {"type": "integer", "enum": ids}, "answer": item},
         "required": ["id", "answer"],
         "additionalProperties": False,
     }

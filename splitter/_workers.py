@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from ._file_lines import OutputLines
 from ._file_run import Prepared
 from ._policy import Limits, Policy
 
-__all__ = ["Outcome", "run_workers", "share_budget"]
+__all__ = ["Outcome", "run_workers", "share_budget", "watch_parent"]
 
 _POLL = 0.1  # seconds between looks at the workers and their part files
 _SYNC = 1.0  # seconds between fsyncs of the output
@@ -83,8 +84,15 @@ def run_workers(prepared: Prepared, command: list[str], count: int, env: dict[st
             for index in range(count):
                 log = logs.enter_context(tempfile.TemporaryFile())
                 share = ["--worker-share", f"{index}/{count}/{start}"]
+                # A session of its own: Ctrl-C at the terminal reaches the parent alone,
+                # which passes it on once (twice, a worker's cleanup would be cut short).
                 process = subprocess.Popen(
-                    [*command, *share], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                    [*command, *share],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
                 )
                 workers.append((process, log))
             while any(process.poll() is None for process, _ in workers):
@@ -105,9 +113,21 @@ def run_workers(prepared: Prepared, command: list[str], count: int, env: dict[st
     return outcome
 
 
+def watch_parent() -> None:
+    """In a worker: exit when the parent is gone (killed), rather than answer on, unseen.
+    What it wrote stays in its part file for the next run to fold in."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_POLL * 5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="splitter-watch-parent", daemon=True).start()
+
+
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    """Ctrl-C reaches the workers too when it comes from the terminal; pass it on to any
-    that did not get it, then kill what has not stopped in time."""
+    """Pass Ctrl-C on to the workers, then kill what has not stopped in time."""
     deadline = time.monotonic() + _STOP_WAIT
     for process in processes:
         if process.poll() is None:
@@ -127,12 +147,13 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
 
 
 def _messages(log: IO[bytes], index: int, count: int, status: int) -> list[str]:
-    """A worker's stderr lines, and a line saying how it died if a signal killed it."""
+    """A worker's stderr lines (each already says ``splitter run:``), and a line saying
+    how it died if a signal killed it."""
     log.seek(0)
     lines = [line for line in log.read().decode("utf-8", "replace").splitlines() if line]
     if status < 0:
         name = signal.Signals(-status).name
-        lines.append(f"worker {index + 1} of {count} was killed by {name}")
+        lines.append(f"splitter run: worker {index + 1} of {count} was killed by {name}")
     return lines
 
 

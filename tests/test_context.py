@@ -15,6 +15,7 @@ from body_support import recording_client
 
 from splitter import Cache, InvalidInputError, Policy, Question, Splitter
 from splitter._estimate import count_tokens
+from splitter._request_spec import sends_cache_key
 from splitter.sim import Profile, SimService, serve
 from splitter.testing import assert_answers_match
 
@@ -241,3 +242,72 @@ def test_a_question_s_own_bad_context_names_the_question() -> None:
     splitter_ = Splitter(openai.AsyncOpenAI(base_url="http://sim.invalid/v1", api_key="k"))
     with pytest.raises(InvalidInputError, match=r"questions\[0\].params: .*Question\(context="):
         splitter_.plan([Question(text="Q?", params={"context": DOC})], model=MODEL)
+
+
+# -- prompt_cache_key ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_fan_out_siblings_carry_one_prompt_cache_key(door: str, api: str) -> None:
+    """With the switch on, every request about one document carries the same key, one
+    about another document another key, and a request with no system message none."""
+    own = [Question(text="Other?", context="Another document."), Question(text="Bare?", context="")]
+    questions: list[str | Question] = [*QUESTIONS, *own]
+    service = _service(slots=4, cache="none")
+    async with recording_client(service, door) as (client, _):
+        splitter_ = _splitter(client, prompt_cache_key=True, api=api)
+        result = await splitter_.aask_many(questions, context=DOC)
+    assert result.ok
+    keys = {r.questions[0]: r.prompt_cache_key for r in service.log}
+    shared = {keys[q] for q in QUESTIONS}
+    assert len(shared) == 1
+    (key,) = shared
+    assert key is not None
+    assert key.startswith("splitter-")
+    assert keys["Other?"] not in (None, key)
+    assert keys["Bare?"] is None
+
+
+async def test_auto_sends_the_key_to_openai_only() -> None:
+    """'auto' (the default) sends no key to another server, and one to api.openai.com
+    (here the simulator behind a client whose base URL is OpenAI's)."""
+    service = _service(slots=4, cache="none")
+    async with recording_client(service, "inprocess") as (client, bodies):
+        await _splitter(client).aask_many(QUESTIONS[:2], context=DOC)
+        openai_client = client.with_options(base_url="https://api.openai.com/v1")
+        await _splitter(openai_client).aask_many(QUESTIONS[2:], context=DOC)
+    assert [r.prompt_cache_key is None for r in service.log] == [True, True, False, False]
+    assert ["prompt_cache_key" in b for b in bodies] == [False, False, True, True]
+
+
+async def test_a_key_of_your_own_wins() -> None:
+    """A prompt_cache_key keyword (or one in extra_body) is sent as given."""
+    service = _service(slots=4, cache="none")
+    async with recording_client(service, "inprocess") as (client, _):
+        splitter_ = _splitter(client, prompt_cache_key=True)
+        await splitter_.aask_many(QUESTIONS[:2], context=DOC, prompt_cache_key="mine")
+        await splitter_.aask_many(
+            QUESTIONS[2:], context=DOC, extra_body={"prompt_cache_key": "body"}
+        )
+    assert [r.prompt_cache_key for r in service.log] == ["mine", "mine", "body", "body"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "base_url", "sent"),
+    [
+        pytest.param("auto", "https://api.openai.com/v1", True, id="auto-openai"),
+        pytest.param("auto", "http://127.0.0.1:8080/v1", False, id="auto-local"),
+        pytest.param("auto", "https://proxy.example/api.openai.com/v1", False, id="auto-path"),
+        pytest.param(True, "http://127.0.0.1:8080/v1", True, id="on"),
+        pytest.param(False, "https://api.openai.com/v1", False, id="off"),
+    ],
+)
+def test_which_endpoints_get_a_key(setting: bool | str, base_url: str, sent: bool) -> None:
+    """'auto' means OpenAI's own host; True and False mean what they say."""
+    assert sends_cache_key(setting, base_url) is sent
+
+
+def test_the_switch_is_validated() -> None:
+    """Policy(prompt_cache_key=...) takes True, False or 'auto' only."""
+    with pytest.raises(ValueError, match="prompt_cache_key"):
+        Policy(prompt_cache_key="sometimes")  # type: ignore[arg-type]

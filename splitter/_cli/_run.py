@@ -27,7 +27,7 @@ from .._exceptions import APIError
 from .._file_run import FileSettings, WorkerShare, prepare_file, run_file
 from .._policy import Limits, Policy, SharedBudget
 from .._splitter import Splitter
-from .._workers import run_workers, share_budget
+from .._workers import run_workers, share_budget, watch_parent
 from ._args import CommandError, api_key
 
 
@@ -103,7 +103,7 @@ def _parent(args: argparse.Namespace) -> int:
     env = {**os.environ, "OPENAI_API_KEY": key}  # never on a command line (ps shows those)
     outcome = run_workers(prepared, command, count, env)
     for message in dict.fromkeys(outcome.messages):  # each once, in order
-        print(f"splitter run: {message}", file=sys.stderr)
+        print(message, file=sys.stderr)
     if outcome.interrupted or 130 in outcome.statuses:
         return _interrupted(args)
     done = FileRun(prepared.questions, prepared.skipped, outcome.answered, outcome.failed)
@@ -154,6 +154,7 @@ def _worker(args: argparse.Namespace) -> int:
     params = structured_params(args.response_format)
     settings = FileSettings(args.window, False, 100, 1.0, args.output_format, share)
     warnings.showwarning = _one_line  # the parent passes each line on, once
+    watch_parent()
 
     async def run() -> FileRun:
         async with openai.AsyncOpenAI(base_url=args.base_url, api_key=key) as client:
@@ -176,7 +177,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"splitter run: warning: {message}", file=sys.stderr)
 
 
 def worker_share(text: str) -> tuple[int, int, int]:

@@ -4,7 +4,7 @@ languages, and a noun named earlier."""
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from ._rules import _STEP_START, _is_cjk, _masked
@@ -131,14 +131,27 @@ def _plain_label(label: str | None) -> str | None:
 
 
 _WORD = re.compile(r"\w+")
+_NEAR = 16  # earlier parts searched one by one for a noun before the index is asked
+
+
+def _starts_word(stem: str, words: str) -> bool:
+    """Whether ``stem`` (word characters) starts a word of ``words``: ``\\b`` before it, as
+    a search for ``rf"\\b{stem}"`` finds, without compiling a pattern per stem."""
+    at = words.find(stem)
+    while at >= 0:
+        if at == 0 or not (words[at - 1].isalnum() or words[at - 1] == "_"):
+            return True
+        at = words.find(stem, at + 1)
+    return False
 
 
 class _Earlier:
     """The parts' labels and lowercased texts, indexed: what a reference in part ``j`` names
     among the parts before it is looked up, not searched for in each of them (which made
-    ``decompose`` quadratic in the number of parts). Each distinct noun is looked up once,
-    in the vocabulary of the whole prompt; ``tests/test_speed_regressions.py`` checks every
-    answer against the plain per-part search."""
+    ``decompose`` quadratic in the number of parts). A noun not in the few parts just before
+    is looked up once in the prompt's words (the words holding its rarest three letters, a
+    run of the sorted words for its stem); ``tests/test_decompose_index.py`` checks every
+    answer against the plain search."""
 
     def __init__(self, parts: Sequence[Part]) -> None:
         self.labels = [_plain_label(p.label) for p in parts]
@@ -150,9 +163,8 @@ class _Earlier:
         self._by_number = {str(i + 1): i for i, label in enumerate(self.labels) if label is None}
         self._mentioning: dict[str, list[int]] = {}  # noun -> the parts mentioning it
         self._postings: dict[str, list[int]] = {}  # word -> the parts holding it
-        self._words: list[str] = []  # the distinct words, in the order of:
-        self._vocabulary = ""  # "\n" before each of them
-        self._word_starts: list[int] = []
+        self._words: list[str] = []  # the distinct words, sorted
+        self._trigrams: dict[str, list[str]] = {}  # three letters -> the words holding them
         self._by_char: dict[str, list[int]] | None = None
 
     def named(self, key: str, j: int) -> set[int]:
@@ -166,24 +178,36 @@ class _Earlier:
         return found
 
     def mentioning(self, noun: str, j: int) -> int | None:
-        """The latest part before ``j`` holding ``noun`` (or its stem), as ``_mentions``."""
+        """The latest part before ``j`` holding ``noun`` (word characters, as the patterns
+        capture them, lowercased) or its stem: the parts just before it one by one (where
+        what it names usually is), then the index."""
         if not noun:
+            return None
+        alphabetic = noun.isascii() or (noun.isalpha() and not _is_cjk(noun))
+        # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
+        stem = noun[: max(3, len(noun) - 3)]
+        near = max(0, j - _NEAR)
+        for i in range(j - 1, near - 1, -1):
+            words = self.lowered[i]
+            if alphabetic:
+                if noun in words or (len(stem) >= 3 and _starts_word(stem, words)):
+                    return i
+            elif noun[0] in words:  # CJK: "その川は" finds "川" (some prefix: the first)
+                return i
+        if not near:
             return None
         hits = self._mentioning.get(noun)
         if hits is None:
-            hits = self._mentioning[noun] = self._parts_mentioning(noun)
-        k = bisect_left(hits, j)
+            hits = self._mentioning[noun] = self._parts_mentioning(noun, alphabetic, stem)
+        k = bisect_left(hits, near)
         return hits[k - 1] if k else None
 
-    def _parts_mentioning(self, noun: str) -> list[int]:
-        if not (noun.isascii() or (noun.isalpha() and not _is_cjk(noun))):
-            return self._holding_char(noun[0])  # CJK: some prefix of it, so its first character
-        if not _WORD.fullmatch(noun):
-            return [i for i, words in enumerate(self.lowered) if _mentions(noun, [words]) == 0]
-        # A run of word characters occurs only inside a word; the stem must start one.
-        stem = noun[: max(3, len(noun) - 3)]
+    def _parts_mentioning(self, noun: str, alphabetic: bool, stem: str) -> list[int]:
+        if not alphabetic:
+            return self._holding_char(noun[0])
         if not self._words:
             self._index_words()
+        # A run of word characters occurs only inside a word; the stem must start one.
         words = self._words_containing(noun)
         if len(stem) >= 3:
             words |= self._words_starting(stem)
@@ -194,27 +218,29 @@ class _Earlier:
         for i, words in enumerate(self.lowered):
             for word in set(_WORD.findall(words)):
                 postings.setdefault(word, []).append(i)
-        self._postings, self._words = postings, list(postings)
-        starts, offset = [], 1
-        for word in self._words:
-            starts.append(offset)
-            offset += len(word) + 1
-        self._word_starts = starts
-        self._vocabulary = "".join("\n" + word for word in postings)
+        trigrams: dict[str, list[str]] = {}
+        for word in postings:
+            for trigram in {word[k : k + 3] for k in range(len(word) - 2)}:
+                trigrams.setdefault(trigram, []).append(word)
+        self._postings, self._words, self._trigrams = postings, sorted(postings), trigrams
 
     def _words_containing(self, text: str) -> set[str]:
-        words = self._words
-        found: set[str] = set()
-        at = self._vocabulary.find(text)
-        while at >= 0:
-            k = bisect_right(self._word_starts, at) - 1
-            found.add(words[k])
-            following = self._word_starts[k + 1] if k + 1 < len(words) else len(self._vocabulary)
-            at = self._vocabulary.find(text, following)
-        return found
+        """The words holding ``text``: among those holding its rarest three letters."""
+        if len(text) < 3:
+            return {word for word in self._words if text in word}
+        rarest = min(
+            (self._trigrams.get(text[k : k + 3], ()) for k in range(len(text) - 2)), key=len
+        )
+        return {word for word in rarest if text in word}
 
     def _words_starting(self, stem: str) -> set[str]:
-        return {word for word in self._words_containing(stem) if word.startswith(stem)}
+        """The words starting with ``stem``: a run of the sorted words."""
+        found = set()
+        for k in range(bisect_left(self._words, stem), len(self._words)):
+            if not self._words[k].startswith(stem):
+                break
+            found.add(self._words[k])
+        return found
 
     def _holding_char(self, char: str) -> list[int]:
         if self._by_char is None:
@@ -261,25 +287,6 @@ def _references(text: str, j: int, earlier: _Earlier, preamble: str) -> set[int]
     if pronoun and not _mentions_own_subject(text):
         return {j - 1}
     return found
-
-
-def _mentions(noun: str, earlier: Sequence[str]) -> int | None:
-    """The latest earlier part (``earlier``: their texts, lowercased) holding ``noun`` (or
-    its stem): the plain search ``_Earlier.mentioning`` answers as."""
-    if not noun:
-        return None
-    alphabetic = noun.isascii() or (noun.isalpha() and not _is_cjk(noun))
-    # The stem, so "dieses Bundeslandes" finds "Bundesland" and "Bu dağ" "dağı".
-    stem = noun[: max(3, len(noun) - 3)]
-    at_word_start = re.compile(rf"\b{re.escape(stem)}") if len(stem) >= 3 else None
-    for i in range(len(earlier) - 1, -1, -1):
-        words = earlier[i]
-        if alphabetic:
-            if noun in words or (at_word_start and stem in words and at_word_start.search(words)):
-                return i
-        elif any(noun[:k] in words for k in range(len(noun), 0, -1)):
-            return i  # CJK: "その川は" finds "川"
-    return None
 
 
 def _mentions_own_subject(text: str) -> bool:

@@ -33,7 +33,7 @@ from .._splitter import Splitter
 
 __all__ = ["AskBatches"]
 
-ClientFactory = Callable[[], "openai.OpenAI | openai.AsyncOpenAI"]
+ClientFactory = Callable[[], openai.OpenAI]
 
 
 class AskBatches:
@@ -43,10 +43,10 @@ class AskBatches:
     :param policy: splitter's policy; its ``limits.shared`` must name the Redis server the
         actors share (a pool of N actors on N private budgets would send N times the
         limit).
-    :param client: makes the actor's openai client (called once, in the actor); by default
-        ``openai.OpenAI()``, which reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` from the
-        worker's environment (Ray's ``runtime_env={"env_vars": ...}``), so the key is not
-        pickled with the task.
+    :param client: makes the actor's ``openai.OpenAI`` client (or a subclass such as
+        ``AzureOpenAI``), called once, in the actor; by default ``openai.OpenAI()``, which
+        reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` from the worker's environment (Ray's
+        ``runtime_env={"env_vars": ...}``), so the key is not pickled with the task.
     :param question_column: the column holding each row's question (a string).
     :param answer_column: the column added with each answer's text (None when it failed).
     :param error_column: the column added with each failure, as ``"ErrorClass: message"``
@@ -78,8 +78,8 @@ class AskBatches:
         self.error_column = error_column
         self.system = system
         self.params = params
-        made = client() if client is not None else openai.OpenAI()
-        self.splitter = Splitter(made, policy=policy, model=model)
+        self.client = client() if client is not None else openai.OpenAI()
+        self.splitter = Splitter(self.client, policy=policy, model=model)
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, Any]:
         """The batch's columns, with the answer and error columns added (numpy arrays, as
@@ -113,6 +113,15 @@ class AskBatches:
                 answers[row], errors[row] = _outcome(found)
             break
         return answers, errors
+
+    def close(self) -> None:
+        """Close the actor's openai client; Ray Data calls ``__del__`` (so this) when it
+        shuts the pool down gracefully."""
+        self.client.close()
+
+    def __del__(self) -> None:
+        if "client" in vars(self):  # not when __init__ stopped before making it
+            self.close()
 
 
 def _outcome(answer: Answer) -> tuple[str | None, str | None]:

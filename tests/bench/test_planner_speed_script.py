@@ -11,11 +11,16 @@ ROW = re.compile(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x$", re.
 
 def test_planner_speed_prints_the_three_costs_side_by_side(run_bench: RunBench) -> None:
     """It exits 0 and prints, per n asked for, the planner's, plan()'s and one tokenization
-    pass's cost per question and their ratio (the targets are not asserted: timings)."""
+    pass's cost per question and their ratio, and decompose() of both prompts of 12 items
+    with their parts and how many wait (the targets are not asserted: timings)."""
     proc = run_bench("planner_speed.py", "--ns", "10", "30", "--runs", "1", "--decompose", "12")
     rows = ROW.findall(proc.stdout)
     assert [int(r[0]) for r in rows] == [10, 30], proc.stdout
     for _, planner, plan, tokenize, ratio in rows:
         assert min(float(planner), float(plan), float(tokenize)) > 0
         assert abs(float(plan) / float(tokenize) - float(ratio)) < 0.01 + 0.01 * float(ratio)
-    assert re.search(r"^\s+12\s+[\d.]+\s+12$", proc.stdout, re.M), proc.stdout
+    decomposed = re.findall(
+        r"^\s+12 (numbered|pointing)\s+[\d.]+\s+[\d.]+\s+12\s+(\d+)$", proc.stdout, re.M
+    )
+    assert [name for name, _ in decomposed] == ["numbered", "pointing"], proc.stdout
+    assert int(decomposed[1][1]) > 0  # the pointing prompt's questions wait for others

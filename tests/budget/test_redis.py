@@ -204,9 +204,10 @@ def _collect(workers: list[subprocess.Popen[str]]) -> list[dict[str, float]]:
 def _four_processes_at_120_rpm(redis: RedisServer) -> tuple[int, int, int, float]:
     """4 worker processes, 120 questions each, on one key at RPM 120: (requests, 429s,
     answered, achieved RPM in requests answered per simulated minute of the run)."""
-    # 50 requests per real second: the machine (2 cores) runs 4 clients, the service and
-    # Redis at once, and the clients must not be what limits the rate.
-    rpm, scale = 120, 0.04
+    # 20 requests per real second: the machine (2 cores) runs 4 clients, the service and
+    # Redis at once, and the clients must not be what limits the rate (at 50 a second a
+    # loaded machine's stalls between booking and sending drew up to 29 of 509 429s).
+    rpm, scale = 120, 0.1
     sim, base_url = _start_sim(rpm, scale)
     try:
         reports = _collect(_workers(base_url, redis.url, 120))
@@ -227,14 +228,14 @@ def _four_processes_at_120_rpm(redis: RedisServer) -> tuple[int, int, int, float
 def test_four_processes_share_one_rpm(redis_server: RedisServer) -> None:
     """4 OS processes on one key at RPM 120 answer everything and stay under it together.
 
-    Four unshared budgets would each send at 120 RPM, four times the limit. Shared, an
-    idle run draws 0-1% 429s; full-suite runs on a loaded 2-core machine drew 16 of 496
-    (3.2%) in 2 of ~6 runs on 2026-12-04 (a process stalled between booking a request and
-    sending it), so the bound here is 5%: sharing, not the machine's scheduling, is what
-    this proves. The bench (bench/limiters.py --redis) reports the share itself."""
+    Four unshared budgets (each process on its own, Redis unreachable) drew 371 429s in 851
+    requests here at load 5 (2026-12-04); shared, 0 of 480, and a loaded full-suite run at
+    2.5 times this pace drew up to 29 of 509. The bound is 10%: sharing, not the machine's
+    scheduling, is what this proves. The bench (bench/limiters.py --redis) reports the
+    share itself."""
     requests, rejected, answered, _ = _four_processes_at_120_rpm(redis_server)
     assert answered == 480
-    assert rejected <= 0.05 * requests, f"{rejected} of {requests} were 429"
+    assert rejected <= 0.10 * requests, f"{rejected} of {requests} were 429"
 
 
 @pytest.mark.slow

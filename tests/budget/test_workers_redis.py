@@ -50,12 +50,14 @@ def run_workers(
 def test_workers_book_on_one_redis_budget(tmp_path: Path, redis_server: RedisServer) -> None:
     """Two workers on one Redis budget at --rpm 600: every id once, the budget's key is in
     Redis, and together they keep to about 10 requests a second (unshared: 20)."""
-    service, _, _, _ = run_workers(tmp_path, redis_server.url, 60)
+    service, _, _, _ = run_workers(tmp_path, redis_server.url, 100)
     client = redis.Redis.from_url(redis_server.url)
     assert [key.decode() for key in client.keys("splitter:budget:*")]
     client.close()
     arrived = sorted(record.arrived for record in service.log)
-    assert len(arrived) == 60
+    assert len(arrived) == 100
+    # After the budget's opening room (the first 10), the pace: a stalled worker's later
+    # burst is paid for by its stall, so a loaded machine only sends slower.
     rate = (len(arrived) - 11) / (arrived[-1] - arrived[10])
     assert rate <= 10 * 1.5, f"{rate:.1f} requests/s at --rpm 600"
 

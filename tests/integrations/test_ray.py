@@ -24,6 +24,7 @@ from splitter.sim import RequestRecord, SimService, answer_tag, serve
 
 ray = pytest.importorskip("ray", reason="needs Ray: pip install -e '.[ray]'")
 ray_data = pytest.importorskip("ray.data", reason="needs Ray Data: pip install -e '.[ray]'")
+pandas = pytest.importorskip("pandas", reason="needs Ray Data: pip install -e '.[ray]'")
 
 from budget.redis_support import RedisServer  # noqa: E402  (after the skip: needs no Ray)
 
@@ -179,19 +180,21 @@ def test_an_actor_that_dies_mid_batch_loses_no_question(
     assert sorted(Counter(by_service.values()).items()) == [(1, 200 - lost), (2, lost)]
 
 
+@pytest.mark.parametrize("batch_format", ["numpy", "pandas"])
 def test_a_question_splitter_refuses_fails_alone(
-    redis_url: str, sim: tuple[SimService, str]
+    redis_url: str, sim: tuple[SimService, str], batch_format: str
 ) -> None:
     """Rows whose question is not a question get an error; the rest of the batch is
-    answered (called as Ray would, without Ray)."""
+    answered (called as Ray would, without Ray, on a dict of columns or a DataFrame)."""
     _, base_url = sim
     ask = AskBatches(
         model="m",
         policy=_policy(redis_url),
         client=functools.partial(openai.OpenAI, base_url=base_url, api_key="sk-ray"),
     )
-    batch = {"question": ["What is 1 + 1?", 7, "What is 2 + 2?", ""], "id": [1, 2, 3, 4]}
-    out = ask(batch)
+    columns = {"question": ["What is 1 + 1?", 7, "What is 2 + 2?", ""], "id": [1, 2, 3, 4]}
+    out = ask(columns if batch_format == "numpy" else pandas.DataFrame(columns))
+    ask.close()
     assert list(out["id"]) == [1, 2, 3, 4]
     assert out["answer"][0].startswith(answer_tag("What is 1 + 1?"))
     assert out["answer"][2].startswith(answer_tag("What is 2 + 2?"))
