@@ -38,8 +38,9 @@ nginx-5r/s-b5          real nginx limit_req rate=5r/s burst=5 nodelay     1     
 a 429 without ``retry-after`` is real seconds, so it weighs four times more there, in
 simulated seconds, than against the real nginx at 5 r/s.)
 
-Reported per cell, from the client's own record of every HTTP request (an httpx event hook:
-send time, status): requests sent; the share of them answered 429; the achieved rate
+Reported per cell, from the client's own record of every HTTP request (an httpx event hook
+and httpcore's ``trace`` extension: the moment its headers are written, status): requests
+sent; the share of them answered 429; the achieved rate
 (accepted requests per simulated second of wall time) over the limiter's long-run rate
 (rpm / 60, limit / window, rpm // 6 / 10, rate; a full bucket or window at the start lets a
 short run exceed 1); the wall time over the ideal wall time, the ideal being when the
@@ -179,7 +180,15 @@ async def _ask(spec: dict[str, Any]) -> dict[str, Any]:
     records: list[list[float]] = []
 
     async def on_request(request: Any) -> None:
-        sent[id(request)] = time.monotonic()
+        key = id(request)
+        sent[key] = time.monotonic()
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            # The real write (httpcore's trace; called after splitter's gate at the wire).
+            if name.endswith("send_request_headers.started") and key in sent:
+                sent[key] = time.monotonic()
+
+        request.extensions["trace"] = trace
 
     async def on_response(response: Any) -> None:
         records.append([sent.pop(id(response.request)), time.monotonic(), response.status_code])

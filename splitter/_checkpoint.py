@@ -17,6 +17,13 @@ skipped. Failed ids are asked again by default (``retry_failed``): their error l
 removed first, by rewriting the output to a temporary file that replaces it, so every id
 has at most one line. The output may not be the input file itself (``refuse_same_file``).
 
+``splitter run --workers N`` runs N processes on one output: each worker appends to its own
+part file (``part_path``: ``ANSWERS.jsonl.part-K``, one writer each, so a worker killed
+mid-write tears only its own last line), and the parent appends the parts' complete lines
+to the output as they arrive. A restart, with workers or without, first folds the part
+files an interrupted run left (``Checkpoint.resume``): their complete lines whose ids the
+output does not hold yet are appended, a torn last line dropped, and the parts removed.
+
 A run stops at the first error that every request would meet, when nothing has been
 answered in it yet (a base URL that never answered, a refused key, an unknown model, an
 empty quota): that answer's line is written and its error raised, rather than writing one
@@ -26,6 +33,7 @@ such line per question of the file (``Checkpoint.write``).
 from __future__ import annotations
 
 import codecs
+import glob
 import json
 import os
 from collections.abc import Callable, Generator, Iterator
@@ -50,9 +58,11 @@ from ._retry import fails_every_request
 __all__ = [
     "Checkpoint",
     "FileRun",
+    "answered_ids",
     "checked_questions",
     "count_answers",
     "file_model",
+    "part_path",
     "pending_questions",
     "refuse_same_file",
 ]
@@ -148,6 +158,30 @@ def pending_questions(path: Path, done: set[str], model: str | None) -> Iterator
                 yield question
 
 
+def part_path(out: Path, index: int) -> Path:
+    """Where worker ``index`` of ``splitter run --workers`` writes its answers."""
+    return out.with_name(f"{out.name}{_PART}{index}")
+
+
+def _parts(out: Path) -> list[Path]:
+    return sorted(out.parent.glob(glob.escape(out.name) + _PART + "*"))
+
+
+_PART = ".part-"
+
+
+def answered_ids(path: Path, lines: OutputLines, size: int) -> set[str]:
+    """The ids of the answer lines (answered or failed) in the first ``size`` bytes of
+    ``path``, an output ``Checkpoint.resume`` has checked (what a worker must not ask)."""
+    with path.open("rb") as file:
+        data = file.read(size)
+    ids: set[str] = set()
+    for line in data.split(b"\n")[:-1]:
+        if line.strip():
+            ids.add(lines.read(json.loads(line))[0])
+    return ids
+
+
 def refuse_same_file(questions: Path, out: Path) -> None:
     """An ``InvalidInputError`` when ``out`` is the questions file (the same path, a link
     to it or another name of it): checked before either file is read or written."""
@@ -185,6 +219,7 @@ class Checkpoint:
     def resume(self, *, retry_failed: bool) -> set[str]:
         """The ids not to ask again. Cuts a torn last line off; with ``retry_failed``,
         first removes the lines of failed ids."""
+        self._fold_parts()
         if not self.path.exists():
             return set()
         answered, failed, kept = self._read()
@@ -214,21 +249,51 @@ class Checkpoint:
             self._cut(len(complete) + 1, tail, len(data) - len(tail))
         return answered, failed - answered, kept
 
-    def _decoded(self, number: int, line: bytes) -> str:
+    def _fold_parts(self) -> None:
+        """Append the complete lines of the part files an interrupted ``--workers`` run
+        left whose ids are not in the output yet, then remove the parts (see the module
+        docstring). Every part is checked before the output changes."""
+        parts = _parts(self.path)
+        if not parts:
+            return
+        have: set[str] = set()
+        if self.path.exists():
+            answered, failed, _ = self._read()
+            have = answered | failed
+        new: list[str] = []
+        for part in parts:
+            complete = part.read_bytes().split(b"\n")[:-1]  # a torn last line is dropped
+            for number, line in enumerate(complete, 1):
+                raw = self._decoded(number, line, part)
+                if not raw.strip():
+                    continue
+                key, _ = self._record(number, raw, part)
+                if key not in have:
+                    have.add(key)
+                    new.append(raw)
+        with self.path.open("a", encoding="utf-8") as file:
+            file.writelines(line + "\n" for line in new)
+            file.flush()
+            os.fsync(file.fileno())
+        for part in parts:
+            part.unlink()
+        _sync_directory(self.path.parent)
+
+    def _decoded(self, number: int, line: bytes, path: Path | None = None) -> str:
         try:
             return line.decode("utf-8")
         except UnicodeDecodeError:
-            raise self._refused(number, "not UTF-8 text") from None
+            raise self._refused(number, "not UTF-8 text", path) from None
 
-    def _record(self, number: int, raw: str) -> tuple[str, bool]:
+    def _record(self, number: int, raw: str, path: Path | None = None) -> tuple[str, bool]:
         """Line ``number``'s id and whether it was answered, if it is an answer line."""
         try:
             record = json.loads(raw)
         except json.JSONDecodeError:
-            raise self._refused(number, "not JSON") from None
+            raise self._refused(number, "not JSON", path) from None
         problem = self.lines.problem(record)
         if problem is not None:
-            raise self._refused(number, problem + self._other_format(record))
+            raise self._refused(number, problem + self._other_format(record), path)
         return self.lines.read(record)
 
     def _other_format(self, record: object) -> str:
@@ -251,9 +316,9 @@ class Checkpoint:
             file.flush()
             os.fsync(file.fileno())
 
-    def _refused(self, number: int, reason: str) -> InvalidInputError:
+    def _refused(self, number: int, reason: str, path: Path | None = None) -> InvalidInputError:
         return InvalidInputError(
-            f"{self.path} line {number}: not an answer line of splitter run ({reason}); "
+            f"{path or self.path} line {number}: not an answer line of splitter run ({reason}); "
             "the file was left as it is: is this the right output file?"
         )
 

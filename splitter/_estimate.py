@@ -259,7 +259,7 @@ def plan_items(
     """``items`` as the planner sees them: tokens in (counted once each, a history of its
     own included), tokens expected out (from ``lengths``, within the cap), the cap, and
     what a question's own request changes: its shape (only questions of one shape are
-    merged) and its own system prompt's tokens; ``indexes`` are their positions (default:
+    merged) and its own system message's tokens; ``indexes`` are their positions (default:
     their order)."""
     planned = []
     encode = encoder_for(spec.model)
@@ -273,7 +273,7 @@ def plan_items(
             cap = q.max_tokens or own.cap
             history = sum(_message_tokens(m, spec.model) for m in own.history)
             shape = spec.shape(q, i)
-            preamble = preamble_tokens(own) if own.system != spec.system else None
+            preamble = preamble_tokens(own) if own.head != spec.head else None
         else:
             cap, history, shape, preamble = q.max_tokens or batch_cap, batch_history, None, None
         planned.append(
@@ -290,8 +290,10 @@ def plan_items(
 
 
 def preamble_tokens(spec: RequestSpec) -> int:
-    """What every request of the batch reads before its question: the system prompt."""
-    return count_tokens(spec.system, spec.model) + MESSAGE_OVERHEAD if spec.system else 0
+    """What every request of the batch reads before its question: the system message (the
+    system prompt and the shared context), which a merged request carries once."""
+    head = spec.head
+    return count_tokens(head, spec.model) + MESSAGE_OVERHEAD if head else 0
 
 
 def _message_tokens(message: dict[str, Any], model: str) -> int:

@@ -11,7 +11,8 @@ JSON value, copied to the answer's output line as it is. Any other key is refuse
 such as ``max_token`` would otherwise be silently dropped).
 
 Output lines come in two formats too, chosen by the run (``OutputFormat``): splitter's own
-``{"id": ..., "answer": ..., "error": ...}`` and the Batch API's output shape
+``{"id": ..., "answer": ..., "error": ...}`` (with ``"parsed"``, the structured answer's
+JSON value, where the question asked for a JSON schema) and the Batch API's output shape
 ``{"id": "batch_req_...", "custom_id": ..., "response": {"status_code": 200,
 "request_id": ..., "body": <chat.completion>}, "error": null}`` (a failed question:
 ``"response": null, "error": {"code": ..., "message": ...}``); ``"metadata"`` last when the
@@ -27,7 +28,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, Protocol
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._exceptions import InvalidInputError, SplitterError
 from ._questions import Answer, Question
@@ -237,7 +238,8 @@ class OutputLines(Protocol):
 
 
 class SplitterLines:
-    """``{"id": ..., "answer": ..., "error": ...}`` (and ``"metadata"``, if any)."""
+    """``{"id": ..., "answer": ..., "error": ...}`` (and ``"parsed"``, ``"metadata"``, if
+    any)."""
 
     name: OutputFormat = "splitter"
 
@@ -248,13 +250,15 @@ class SplitterLines:
             "answer": answer.text if answer.ok else None,
             "error": _error_text(answer.error),
         }
+        if answer.ok and answer.parsed is not None:
+            record["parsed"] = _json_value(answer.parsed)
         _add_metadata(record, answer.question)
         return json.dumps(record, ensure_ascii=False)
 
     def problem(self, record: object) -> str | None:
         if not isinstance(record, dict):
             return "not a JSON object"
-        fields = sorted(set(record) - {"metadata"})
+        fields = sorted(set(record) - {"parsed", "metadata"})
         if fields != sorted(_ANSWER_FIELDS):
             return f"fields {sorted(record)}, not {list(_ANSWER_FIELDS)}"
         raw_id, answer, error = (record[field] for field in _ANSWER_FIELDS)
@@ -264,6 +268,8 @@ class SplitterLines:
             return "answer and error must each be a string or null"
         if answer is not None and error is not None:
             return "both an answer and an error"
+        if "parsed" in record and answer is None:
+            return "parsed without an answer"
         return None
 
     def read(self, record: dict[str, Any]) -> tuple[str, bool]:
@@ -370,6 +376,14 @@ _ANSWER_FIELDS = ("id", "answer", "error")
 _BATCH_OUTPUT_FIELDS = ("id", "custom_id", "response", "error")
 _ERROR_KEYS = ("code", "message")
 _BATCH_REQUEST = "batch_req_"
+
+
+def _json_value(parsed: Any) -> Any:
+    """A structured answer's ``parsed`` as JSON: a pydantic instance dumped, a JSON value as
+    it is."""
+    if isinstance(parsed, BaseModel):
+        return parsed.model_dump(mode="json")
+    return parsed
 
 
 def _add_metadata(record: dict[str, Any], question: Question) -> None:

@@ -1,10 +1,13 @@
 """``Splitter.arun_file``: a JSONL file of questions answered into a JSONL file of answers,
 resumably, on ``amap``'s bounded window (the file and its checks are ``_checkpoint``'s, the
-line formats ``_file_lines``'s)."""
+line formats ``_file_lines``'s). ``prepare_file`` is the part before any request (checks and
+resume), which ``splitter run --workers`` runs once in the parent; ``WorkerShare`` is one
+worker's part of what is left (see ``_workers``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -12,19 +15,31 @@ from typing import Any, NamedTuple
 from ._checkpoint import (
     Checkpoint,
     FileRun,
+    answered_ids,
     checked_questions,
     file_model,
+    part_path,
     pending_questions,
     refuse_same_file,
 )
 from ._exceptions import InvalidInputError
-from ._file_lines import OutputFormat, output_lines
+from ._file_lines import OutputFormat, OutputLines, output_lines
 from ._inputs import map_item
 from ._progress import progress_bar
 from ._questions import Question
 from ._session import Session
 
-__all__ = ["FileSettings", "run_file"]
+__all__ = ["FileSettings", "Prepared", "WorkerShare", "prepare_file", "run_file"]
+
+
+class WorkerShare(NamedTuple):
+    """Worker ``worker`` (from 0) of ``workers`` answers every ``workers``-th question not
+    answered in the first ``done_bytes`` bytes of the output (what the parent checked
+    before starting the workers; it appends to it while they run), into its own part file."""
+
+    worker: int
+    workers: int
+    done_bytes: int
 
 
 class FileSettings(NamedTuple):
@@ -35,6 +50,42 @@ class FileSettings(NamedTuple):
     sync_every: int
     sync_seconds: float
     output_format: OutputFormat = "splitter"
+    share: WorkerShare | None = None
+
+
+class Prepared(NamedTuple):
+    """A file run checked and resumed, before any request."""
+
+    source: Path
+    target: Path
+    model: str
+    lines: OutputLines
+    questions: int
+    done: set[str]
+    skipped: int
+
+
+def prepare_file(
+    session: Session,
+    questions: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    model: str | None,
+    settings: FileSettings,
+) -> Prepared:
+    """Check the whole input, then resume the output (see ``Checkpoint.resume``)."""
+    source, target = Path(questions), Path(out)
+    refuse_same_file(source, target)
+    chosen_model = _model(session, model, source)
+    lines = output_lines(settings.output_format, chosen_model)
+
+    def check(index: int, item: object) -> Question:
+        return map_item(index, item, policy=session.policy, model=chosen_model)
+
+    ids = checked_questions(source, check, chosen_model)
+    checkpoint = Checkpoint(target, sync_every=1, sync_seconds=1.0, lines=lines)
+    done = checkpoint.resume(retry_failed=settings.retry_failed)
+    skipped = len(done & ids)
+    return Prepared(source, target, chosen_model, lines, len(ids), done, skipped)
 
 
 async def run_file(
@@ -49,25 +100,25 @@ async def run_file(
 ) -> FileRun:
     """Answer ``questions`` into ``out`` (see :meth:`Splitter.arun_file`); ``hooks`` are the
     call's ``on_event`` and ``progress``."""
-    window, retry_failed, sync_every, sync_seconds, output_format = settings
-    source, target = Path(questions), Path(out)
-    refuse_same_file(source, target)
-    chosen_model = _model(session, model, source)
-    lines = output_lines(output_format, chosen_model)
-
-    def check(index: int, item: object) -> Question:
-        return map_item(index, item, policy=session.policy, model=chosen_model)
-
-    ids = checked_questions(source, check, chosen_model)
+    window, _, sync_every, sync_seconds, _, share = settings
+    if share is None:
+        prepared = prepare_file(session, questions, out, model, settings)
+        source, target, chosen_model, lines, total, done, skipped = prepared
+        pending: Iterator[Question] = pending_questions(source, done, chosen_model)
+    else:  # a worker: the parent checked the input and resumed the output
+        source, target = Path(questions), Path(out)
+        chosen_model = _model(session, model, source)
+        lines = output_lines(settings.output_format, chosen_model)
+        done = answered_ids(target, lines, share.done_bytes) if share.done_bytes else set()
+        pending = _share_of(pending_questions(source, done, chosen_model), share)
+        target = part_path(target, share.worker)
+        total = skipped = 0
     checkpoint = Checkpoint(target, sync_every=sync_every, sync_seconds=sync_seconds, lines=lines)
-    done = checkpoint.resume(retry_failed=retry_failed)
-    total, skipped = len(ids), len(done & ids)
-    del ids
     on_event, progress = hooks
     bar = progress_bar(progress, total=total, initial=skipped)
     answered = failed = 0
     mapped = session.map(
-        pending_questions(source, done, chosen_model),
+        pending,
         chosen_model,
         system,
         params,
@@ -81,7 +132,14 @@ async def run_file(
                 checkpoint.write(answer)
                 answered += answer.ok
                 failed += not answer.ok
+    total = total if share is None else answered + failed
     return FileRun(questions=total, skipped=skipped, answered=answered, failed=failed)
+
+
+def _share_of(pending: Iterator[Question], share: WorkerShare) -> Iterator[Question]:
+    for number, question in enumerate(pending):
+        if number % share.workers == share.worker:
+            yield question
 
 
 def _model(session: Session, model: str | None, source: Path) -> str:

@@ -15,12 +15,13 @@ from ._dag import PLACEHOLDER
 from ._estimate import count_tokens
 from ._exceptions import InvalidInputError
 from ._policy import Policy
-from ._questions import Question
+from ._questions import Question, check_sendable
 from ._responses_api import check_keywords
 from ._structured import structured_of
 
 __all__ = [
     "QuestionLike",
+    "check_context",
     "check_isolation_key",
     "check_map_input",
     "check_params",
@@ -32,7 +33,8 @@ __all__ = [
 QuestionLike = str | Question
 # Keywords splitter builds itself; passing them would silently fight the plan.
 _OWNED_PARAMS = {
-    "messages": "splitter builds the messages; pass system= for a shared system prompt",
+    "messages": "splitter builds the messages; pass system= for a shared system prompt "
+    "and context= for a shared document",
     "model": "pass model= as its own argument",
     "stream": "ask_many returns whole answers",
     "n": "one answer per question is all splitter can keep in order",
@@ -110,6 +112,7 @@ _OWNED_BY_QUESTION = {
     **_OWNED_PARAMS,
     "messages": "pass the history as Question(messages=...) and the question as its text",
     "system": "pass Question(system=...)",
+    "context": "pass Question(context=...)",
 }
 
 
@@ -132,6 +135,20 @@ def choose_model(model: str | None, default: str | None) -> str:
     if not chosen:
         raise InvalidInputError("model is required: pass model=... here or to Splitter()")
     return chosen
+
+
+def check_context(context: object) -> str | None:
+    """``context=``: None, or a str with something in it that can be sent as UTF-8."""
+    if context is None:
+        return None
+    if not isinstance(context, str):
+        raise InvalidInputError(f"context must be a str or None, not {type(context).__name__}")
+    if not context.strip():
+        raise InvalidInputError(
+            "context is empty: pass the shared text the questions are about, or leave it out"
+        )
+    check_sendable(context, "context")
+    return context
 
 
 def check_isolation_key(isolation_key: object) -> None:

@@ -20,6 +20,7 @@ import openai
 
 from . import _clock
 from ._compat import http_module
+from ._engine_readings import EngineReadings, EngineTimings, slots_of, timings_of
 from ._estimate import count_tokens
 from ._exceptions import (
     APIConnectionError,
@@ -58,12 +59,22 @@ class Completion:
 
 class OpenAIBackend:
     """Sends chat completions through the user's client (sync or async); with
-    ``api="responses"`` each is sent to the Responses API and read back as one."""
+    ``api="responses"`` each is sent to the Responses API and read back as one. What an
+    engine tells about its work (llama-server's ``timings``) goes to ``readings``; the first
+    time it does, the server's ``GET /props`` is read too (its ``total_slots``)."""
 
-    def __init__(self, client: AnyOpenAI, *, max_threads: int = 64, api: Api = "chat") -> None:
+    def __init__(
+        self,
+        client: AnyOpenAI,
+        *,
+        max_threads: int = 64,
+        api: Api = "chat",
+        readings: EngineReadings | None = None,
+    ) -> None:
         self._client = client.with_options(max_retries=0)
         self._threads = anyio.CapacityLimiter(max_threads)
         self._api = api
+        self._readings = readings
 
     @property
     def base_url(self) -> str:
@@ -75,6 +86,7 @@ class OpenAIBackend:
         """One chat completion; raises splitter's ``APIError`` family on failure."""
         started = _clock.now()
         responses = self._api == "responses"
+        params = in_body(params)
         kwargs = request_of(model, messages, params) if responses else None
         try:
             if kwargs is not None:
@@ -89,6 +101,8 @@ class OpenAIBackend:
             raise APIConnectionError(f"connection failed: {exc}") from exc
         elapsed = _clock.now() - started
         if kwargs is None:
+            extra = getattr(completion, "model_extra", None) or {}
+            await self._told(timings_of(extra.get("timings")))
             return _reduce(completion, raw.headers, raw.request_id, elapsed)
         text, finish, usage = reply_of(completion, raw.request_id)
         return Completion(text, finish, usage, raw.request_id, raw.headers, elapsed)
@@ -110,6 +124,7 @@ class OpenAIBackend:
         # service model would have to guess the tokens.
         kwargs: dict[str, Any]
         collected: _Collected | ResponsesCollected
+        params = in_body(params)
         if self._api == "responses":
             kwargs = {**request_of(model, messages, params), "stream": True}
             collected, resource = ResponsesCollected(), self._resource()
@@ -148,13 +163,16 @@ class OpenAIBackend:
                 "the stream ended before the answer did (no finish reason)", request_id=request_id
             )
         text = "".join(collected.text)
+        elapsed = _clock.now() - started
+        if isinstance(collected, _Collected):
+            await self._told(collected.timings)
         return Completion(
             text=text,
             finish_reason=collected.finish_reason,
             usage=collected.usage or _estimated_usage(model, messages, text),
             request_id=request_id,
             headers=headers,
-            elapsed=_clock.now() - started,
+            elapsed=elapsed,
         )
 
     def _read_sync(
@@ -171,6 +189,34 @@ class OpenAIBackend:
                     anyio.from_thread.run_sync(on_delta, piece)
             return response.headers, response.request_id
 
+    async def _told(self, timings: EngineTimings | None) -> None:
+        """A response's engine timings to the readings; the first time, ``GET /props``."""
+        readings = self._readings
+        if readings is None or timings is None:
+            return
+        readings.told(timings)
+        if readings.props_asked:
+            return
+        readings.props_asked = True
+        get = functools.partial(
+            self._client.get,
+            _props_url(self.base_url),
+            cast_to=http_module().Response,
+            options={"timeout": 5.0},
+        )
+        try:
+            if isinstance(self._client, openai.AsyncOpenAI):
+                response = await get()
+            else:
+                response = await anyio.to_thread.run_sync(
+                    get, abandon_on_cancel=True, limiter=self._threads
+                )
+            slots = slots_of(response.json())
+        except (openai.OpenAIError, _TRANSPORT_ERROR, ValueError):
+            return  # not llama-server after all, or no /props: the slot count stays learned
+        if slots is not None:
+            readings.told_slots(slots)
+
     def _resource(self) -> Any:
         return self._client.responses
 
@@ -181,6 +227,24 @@ class OpenAIBackend:
         # thread's request finishes (or times out) on its own.
         call = functools.partial(create, **kwargs)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=self._threads)
+
+
+def _props_url(base_url: str) -> str:
+    """llama-server's ``/props``, beside (not under) its OpenAI-compatible ``/v1``."""
+    root = base_url.rstrip("/")
+    return f"{root.removesuffix('/v1')}/props"
+
+
+def in_body(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with a ``prompt_cache_key`` moved into ``extra_body``: the same JSON body,
+    from openai versions whose ``create`` has no such keyword too."""
+    if "prompt_cache_key" not in params:
+        return params
+    rest = {k: v for k, v in params.items() if k != "prompt_cache_key"}
+    extra = rest.get("extra_body")
+    body = dict(extra) if isinstance(extra, Mapping) else {}
+    body.setdefault("prompt_cache_key", params["prompt_cache_key"])
+    return {**rest, "extra_body": body}
 
 
 def _estimated_usage(model: str, messages: list[dict[str, Any]], text: str) -> Usage:
@@ -196,6 +260,7 @@ class _Collected:
         self.text: list[str] = []
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.timings: EngineTimings | None = None  # llama-server's, in its last chunk
 
     def line(self, line: str) -> str:
         """Take one line of the event stream; return the new answer text in it, if any."""
@@ -206,6 +271,8 @@ class _Collected:
             raise InvalidResponseError(
                 f"the service reported an error mid-stream: {chunk['error']}"
             )
+        if "timings" in chunk:
+            self.timings = timings_of(chunk["timings"]) or self.timings
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             prompt = _token_count(usage.get("prompt_tokens"))

@@ -273,6 +273,14 @@ class Policy(_Config):
         description="Your price table (per million tokens, per model): RunStats.cost and "
         "BatchResult.explain() then show what a batch cost, cached input priced as such.",
     )
+    prompt_cache_key: bool | Literal["auto"] = Field(
+        "auto",
+        description="Send one prompt_cache_key (a hash of the model and the system message) "
+        "with every request that has a system prompt or context=, so the service routes a "
+        "batch's requests to one prefix cache: 'auto' only to api.openai.com (other servers "
+        "may refuse a parameter they do not know), True to any endpoint, False never. Your "
+        "own prompt_cache_key keyword always wins.",
+    )
     cache: Cache | None = Field(
         None,
         description="Keep whole answers and give them again to the same question (same "

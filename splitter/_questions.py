@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ._exceptions import InvalidInputError, PartialFailure
 
@@ -31,11 +31,12 @@ __all__ = ["Answer", "BatchResult", "CompoundAnswer", "Question", "RunStats", "U
 class Question(BaseModel):
     """One question, with the per-question knobs the planner may use.
 
-    ``system``, ``messages`` and ``params`` make the question's request its own: each one
-    given replaces (``system``) or extends (``params``, key by key) what the batch passes
-    (``ask_many(system=..., **params)``); ``max_tokens`` here wins over both. Questions are
-    merged into one request only when their requests agree on all of these, and a question
-    with ``messages`` (a conversation before it) is always asked alone.
+    ``system``, ``context``, ``messages`` and ``params`` make the question's request its own:
+    each one given replaces (``system``, ``context``) or extends (``params``, key by key) what
+    the batch passes (``ask_many(system=..., context=..., **params)``); ``max_tokens`` here
+    wins over both. Questions are merged into one request only when their requests agree on
+    all of these, and a question with ``messages`` (a conversation before it) is always asked
+    alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,6 +53,11 @@ class Question(BaseModel):
     system: str | None = Field(
         None,
         description="Its own system prompt, in place of the batch's system=; '' for none.",
+    )
+    context: str | None = Field(
+        None,
+        description="Its own shared context (a document the question is about), in place of "
+        "the batch's context=; '' for none. Sent after the system prompt (docs/context.md).",
     )
     messages: tuple[dict[str, Any], ...] = Field(
         (),
@@ -73,19 +79,21 @@ class Question(BaseModel):
         # Over the hashable fields only (messages, params and metadata may hold dicts):
         # equal questions still hash alike.
         fields = (self.text, self.id, self.max_tokens, self.expected_tokens, self.depends_on)
-        return hash((*fields, self.system))
+        return hash((*fields, self.system, self.context))
 
     @property
     def has_own_request(self) -> bool:
         """Whether it brings a system prompt, history or request keywords of its own."""
-        return self.system is not None or bool(self.messages) or bool(self.params)
+        own = self.system is not None or self.context is not None
+        return own or bool(self.messages) or bool(self.params)
 
-    @field_validator("system")
+    @field_validator("system", "context")
     @classmethod
-    def _system_sendable(cls, system: str | None) -> str | None:
-        if system is not None and (at := unsendable_at(system)) is not None:
-            raise ValueError(_UNSENDABLE.format(what="the system prompt", at=at))
-        return system
+    def _sendable(cls, text: str | None, info: ValidationInfo) -> str | None:
+        what = "the system prompt" if info.field_name == "system" else "the context"
+        if text is not None and (at := unsendable_at(text)) is not None:
+            raise ValueError(_UNSENDABLE.format(what=what, at=at))
+        return text
 
     @field_validator("messages", mode="before")
     @classmethod

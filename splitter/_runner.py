@@ -31,7 +31,7 @@ from ._request_spec import RequestSpec
 from ._stream import Relay
 from ._waves import run_graph
 
-__all__ = ["Client", "Runner", "Settings"]
+__all__ = ["Client", "Runner", "Settings", "base_url_of"]
 
 Client = openai.AsyncOpenAI | openai.OpenAI
 
@@ -57,7 +57,7 @@ class Runner:
         return self.settings.policy
 
     def endpoint(self, client: Client | None, model: str) -> Endpoint:
-        base_url = _base_url(client)
+        base_url = base_url_of(client)
         key = (base_url, model)
         if key not in self.endpoints:
             api_key = client.api_key if client is not None else os.environ.get("OPENAI_API_KEY")
@@ -223,7 +223,7 @@ class Runner:
         cache = self.policy.cache
         if cache is None:
             return await send(items, list(range(len(items))), on_answer)
-        store, base_url = store_for(cache), _base_url(client)
+        store, base_url = store_for(cache), base_url_of(client)
         return await run_cached(
             items, spec, store=store, base_url=base_url, run=send, on_answer=on_answer
         )
@@ -231,7 +231,12 @@ class Runner:
     def _executor(self, client: Client, model: str) -> tuple[Endpoint, Executor]:
         endpoint = self.endpoint(client, model)
         policy = self.policy
-        backend = OpenAIBackend(client, max_threads=policy.limits.max_concurrency, api=policy.api)
+        backend = OpenAIBackend(
+            client,
+            max_threads=policy.limits.max_concurrency,
+            api=policy.api,
+            readings=endpoint.service.engine,
+        )
         return endpoint, Executor(backend, self.policy, endpoint)
 
     @asynccontextmanager
@@ -259,7 +264,7 @@ def _answers_to(relay: Relay | None, events: Emitter) -> Callable[[Answer], None
     return both
 
 
-def _base_url(client: Client | None) -> str:
+def base_url_of(client: Client | None) -> str:
     if client is not None:
         return str(client.base_url)
     # What openai.AsyncOpenAI() will use when splitter builds the client itself.

@@ -18,6 +18,7 @@ from tenacity import RetryCallState
 
 from . import _clock
 from ._budget import Budget, Kind, Reservation
+from ._budget import _wire as wire
 from ._exceptions import (
     APIConnectionError,
     APIStatusError,
@@ -144,8 +145,14 @@ class Sender:
                 request.started(attempt, reserve)
             sent_at = _clock.now()
             token = run.endpoint.meter.start(sent_at)
+            gate = None
+            if budget is not None and reservation is not None:
+                # The budget's last gate, just before the HTTP write (see _budget._wire).
+                wire.install(getattr(run.backend, "_client", None))
+                gate = functools.partial(budget.depart, reservation)
             try:
-                completion = await self._checked_call(out.messages, out.params, streamed)
+                with wire.departing(gate):
+                    completion = await self._checked_call(out.messages, out.params, streamed)
             except BaseException as exc:
                 if request is not None:
                     request.finished(attempt, sent_at, error=exc)

@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._cost_model import ServiceEstimate, simulate
+from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
@@ -145,9 +146,11 @@ class ServiceModel:
         self.limits: dict[str, Any] = {}
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
+        self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
 
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
+        self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency)
         if obs.latency <= 0 or not math.isfinite(obs.latency):
             return
         includes_rtt = obs.processing is None
@@ -239,9 +242,10 @@ class ServiceModel:
         return tuple(fit.slots for fit in self._fits)
 
     def estimate(self) -> ServiceEstimate:
-        """The current parameters (the prior until data arrives)."""
-        if self._cached is None:
-            self._cached = self._solve()
+        """The current parameters (the prior until data arrives), with what the engine told
+        in place of what was inferred (``_engine_readings``)."""
+        if self.engine.news() or self._cached is None:
+            self._cached = self.engine.applied(self._solve())
         return self._cached
 
     def _prior_theta(self, includes_rtt: bool | None) -> tuple[float, float, float, float]:
@@ -265,7 +269,10 @@ class ServiceModel:
 
     def _solve(self) -> ServiceEstimate:
         fit = self._fits[-1]  # "no limit", or the prior's known count
-        if self.prior.slots is None:
+        told = [f for f in self._fits if f.slots is not None and f.slots == self.engine.slots]
+        if told:
+            fit = told[0]  # the server said how many it runs at once
+        elif self.prior.slots is None:
             best = min(self._fits[:-1], key=lambda f: f.error)
             if best.error < _SLOTS_EVIDENCE * fit.error:
                 fit = best

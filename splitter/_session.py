@@ -22,6 +22,7 @@ from ._events import Emitter, check_hook
 from ._exceptions import InvalidInputError
 from ._inputs import (
     QuestionLike,
+    check_context,
     check_isolation_key,
     check_map_input,
     check_params,
@@ -35,9 +36,9 @@ from ._planner import Plan
 from ._policy import Policy
 from ._progress import progress_bar
 from ._questions import Answer, BatchResult, CompoundAnswer, Question, check_sendable
-from ._request_spec import RequestSpec
+from ._request_spec import RequestSpec, sends_cache_key
 from ._responses_api import check_keywords
-from ._runner import Client, Runner, Settings
+from ._runner import Client, Runner, Settings, base_url_of
 from ._service_model import ServiceModel
 from ._stream import AnswerStream, Relay
 from ._sync import call_sync
@@ -73,13 +74,17 @@ class Session:
         system: str | None,
         params: dict[str, Any],
         isolation_key: str | None = None,
+        context: str | None = None,
     ) -> RequestSpec:
         """What every request of a call is sent with, checked."""
         check_sendable(system, "system")
         check_isolation_key(isolation_key)
+        context = check_context(context)
         if self.policy.api == "responses":
             check_keywords(params)
-        return RequestSpec(model, system, check_params(params, self.policy), isolation_key)
+        params = check_params(params, self.policy)
+        keyed = sends_cache_key(self.policy.prompt_cache_key, base_url_of(self.client))
+        return RequestSpec(model, system, params, isolation_key, context=context, cache_keyed=keyed)
 
     async def ask_many(
         self,
@@ -90,12 +95,13 @@ class Session:
         hooks: tuple[object, object],
         raise_on_error: bool = False,
         isolation_key: str | None = None,
+        context: str | None = None,
     ) -> BatchResult:
         """``Splitter.aask_many``; ``hooks`` are the call's ``on_event`` and ``progress``."""
         model = self.model(model)
         items = normalize_questions(questions, policy=self.policy, model=model)
         deps = build_graph(items)
-        spec = self.spec(model, system, params, isolation_key)
+        spec = self.spec(model, system, params, isolation_key, context)
         on_event, progress = hooks
         hook = check_hook(on_event)
         bar = progress_bar(progress)
@@ -116,11 +122,12 @@ class Session:
         system: str | None,
         params: dict[str, Any],
         ordered: bool,
+        context: str | None = None,
     ) -> AnswerStream:
         """``Splitter.astream``: bad input raises here, before anything is sent."""
         model = self.model(model)
         items = normalize_questions(questions, policy=self.policy, model=model)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         deps = build_graph(items)
 
         async def produce(relay: Relay) -> BatchResult:
@@ -141,11 +148,12 @@ class Session:
         window: int,
         ordered: bool,
         hooks: tuple[object, object],
+        context: str | None = None,
     ) -> MappedAnswers:
         """``Splitter.amap``; ``hooks`` are the call's ``on_event`` and ``progress``."""
         check_map_input(questions, window)
         model = self.model(model)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         on_event, progress = hooks
         hook = check_hook(on_event)
         bar = progress_bar(progress)
@@ -164,6 +172,7 @@ class Session:
         model: str | None,
         system: str | None,
         params: dict[str, Any],
+        context: str | None = None,
     ) -> Plan:
         """``Splitter.plan``: the first wave's plan, indexed by position in ``questions``."""
         model = self.model(model)
@@ -171,7 +180,7 @@ class Session:
         if not items:
             raise InvalidInputError("there is nothing to plan: the list of questions is empty")
         deps = build_graph(items)
-        spec = self.spec(model, system, params)
+        spec = self.spec(model, system, params, context=context)
         first = [i for i, needs in enumerate(deps) if not needs]
         endpoint = self.endpoint(self.client, model)
         return self.plan([items[i] for i in first], spec, endpoint, first)

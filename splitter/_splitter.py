@@ -36,11 +36,10 @@ class Splitter:
     """Asks many questions through one openai client, under one policy.
 
     ``client`` is an ``openai.AsyncOpenAI`` or ``openai.OpenAI`` (a sync client is driven from
-    worker threads). Without one, an ``AsyncOpenAI`` is built from the ``OPENAI_*``
-    environment variables. Its own retries are switched off: splitter's retry layer decides.
-
-    ``on_event`` is called with every event of every batch this Splitter runs: a plain
-    function for your telemetry; what it raises is logged, never touches an answer (events.md).
+    worker threads); without one, an ``AsyncOpenAI`` is built from the ``OPENAI_*`` variables.
+    Its own retries are switched off: splitter's retry layer decides. ``on_event`` is called
+    with every event of every batch this Splitter runs: a plain function for your telemetry;
+    what it raises is logged, never touches an answer (events.md).
     """
 
     def __init__(
@@ -68,6 +67,7 @@ class Splitter:
         *,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         raise_on_error: bool = False,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
@@ -76,14 +76,15 @@ class Splitter:
     ) -> BatchResult:
         """Answer every question; answers come back in input order.
 
-        Extra keywords (``temperature``, ``max_tokens``, ``extra_body``, ...) go to every
-        request as ``chat.completions.create`` takes them. ``on_event`` sees this call's
-        events (after the Splitter's own hook); ``progress=True`` shows a progress bar on
-        stderr (``progress`` extra), or pass a :class:`Progress` to share one bar between
-        calls. ``isolation_key``: cached answers (``Policy.cache``) never cross keys.
-        """
-        ask, hooks = self._session.ask_many, (on_event, progress)
-        return await ask(questions, model, system, params, hooks, raise_on_error, isolation_key)
+        Extra keywords (``temperature``, ``max_tokens``, ``extra_body``, ...) go to every request
+        as ``chat.completions.create`` takes them. ``on_event`` sees this call's events (after
+        the Splitter's own hook); ``progress=True`` shows a progress bar on stderr (``progress``
+        extra), or pass a :class:`Progress` to share one bar between calls. ``isolation_key``:
+        cached answers (``Policy.cache``) never cross keys. ``context``: what the questions are
+        about (a document), sent after ``system``, the same bytes in every request so prefix
+        caches serve it, once in a merged request (docs/context.md)."""
+        ask, hooks, key = self._session.ask_many, (on_event, progress), isolation_key
+        return await ask(questions, model, system, params, hooks, raise_on_error, key, context)
 
     def ask_many(
         self,
@@ -91,19 +92,18 @@ class Splitter:
         *,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         raise_on_error: bool = False,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
         isolation_key: str | None = None,
         **params: Any,
     ) -> BatchResult:
-        """The sync twin of :meth:`aask_many`; also works inside a running event loop
-        (``on_event`` is then called on the helper thread that runs the batch)."""
+        """The sync twin of :meth:`aask_many`, also inside a running event loop (``on_event``
+        is then called on the helper thread that runs the batch)."""
         questions = list(questions) if not isinstance(questions, str) else questions
-        ask, hooks = self._session.ask_many, (on_event, progress)
-        return call_sync(
-            ask, questions, model, system, params, hooks, raise_on_error, isolation_key
-        )
+        ask, hooks, key = self._session.ask_many, (on_event, progress), isolation_key
+        return call_sync(ask, questions, model, system, params, hooks, raise_on_error, key, context)
 
     async def aask(
         self,
@@ -149,15 +149,13 @@ class Splitter:
     ) -> Answer:
         """Answer one question, planned together with concurrent calls of the same tenant.
 
-        With ``Policy.aggregate_window_ms`` set and an ``isolation_key``, calls with the same
-        key, model, system prompt and keywords that arrive on this event loop within the
-        window of the first are answered by one :meth:`aask_many` call, so the planner may
-        merge them when the rate-limit budget is tight; each caller gets its own answer
-        (index 0, its own ``Question``). Different keys never share a batch, so never a
-        prompt: use one key per user or tenant whose questions may be seen together.
-        Without a key (the default) or a window, the call is asked alone. Bad input raises
-        ``InvalidInputError`` to its own caller before it joins a batch. See
-        docs/aggregate.md.
+        With ``Policy.aggregate_window_ms`` set and an ``isolation_key``, calls with the same key,
+        model, system prompt and keywords arriving on this event loop within the window of the first
+        are answered by one :meth:`aask_many` call (the planner may merge them when the rate-limit
+        budget is tight); each caller gets its own answer (index 0, its own ``Question``). Different
+        keys never share a batch, so never a prompt: use one key per user or tenant whose questions
+        may be seen together. Without a key (the default) or window, it is asked alone. Bad input
+        raises ``InvalidInputError`` to its own caller before it joins a batch (docs/aggregate.md).
         """
         return await self._session.ask_one(question, isolation_key, model, system, params)
 
@@ -170,9 +168,9 @@ class Splitter:
         system: str | None = None,
         **params: Any,
     ) -> Answer:
-        """The sync twin of :meth:`aask_one`. Sync calls aggregate with sync calls from any
-        thread of the process (never with async ones): the first caller's thread waits the
-        window and asks the batch, the others block until it is answered."""
+        """The sync twin of :meth:`aask_one`: sync calls aggregate with sync calls from any
+        thread (never async ones); the first caller's thread waits the window and asks the
+        batch, the others block until it is answered."""
         return self._session.ask_one_sync(question, isolation_key, model, system, params)
 
     def astream(
@@ -182,18 +180,18 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         **params: Any,
     ) -> AnswerStream:
         """Answer like :meth:`aask_many`, delivering the answers as they are produced.
 
         ``async with splitter.astream(questions) as events: async for event in events``.
-        In order (the default), the question being delivered streams token by token and
-        the others wait in a buffer for their turn; with ``ordered=False`` each answer comes
-        whole as soon as it is final. Each question's last event carries its ``Answer``;
-        ``events.result`` is the ``BatchResult`` at the end. Bad input raises here, before
-        anything is sent.
+        In order (the default), the question being delivered streams token by token and the
+        others wait in a buffer for their turn; ``ordered=False``: each answer whole once
+        final. Each question's last event carries its ``Answer``; ``events.result`` is the
+        ``BatchResult`` at the end. Bad input raises here, before anything is sent.
         """
-        return self._session.stream(questions, model, system, params, ordered)
+        return self._session.stream(questions, model, system, params, ordered, context)
 
     def stream(
         self,
@@ -202,12 +200,14 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         **params: Any,
     ) -> SyncAnswerStream:
-        """The sync twin of :meth:`astream`: an iterator of the same events, with ``result``
-        at its end (the questions run on an event loop in a helper thread; ``close()``
-        stops early and cancels what is still running)."""
-        return SyncAnswerStream(self._session.stream(questions, model, system, params, ordered))
+        """The sync twin of :meth:`astream`: an iterator of the same events, ``result`` at its
+        end (the questions run on an event loop in a helper thread; ``close()`` stops early
+        and cancels what is still running)."""
+        stream = self._session.stream(questions, model, system, params, ordered, context)
+        return SyncAnswerStream(stream)
 
     def amap(
         self,
@@ -217,6 +217,7 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
         **params: Any,
@@ -224,18 +225,17 @@ class Splitter:
         """Answer an input of any length, holding at most ``window`` questions at once.
 
         ``async with splitter.amap(questions, model=...) as answers: async for answer in
-        answers``. ``questions`` is any iterable or async iterable (a generator, a file
-        being read), consumed lazily; questions read together are planned and sent as one
-        batch. Answers come in input order (``ordered=False``: as they finish), each with
-        its input position as ``Answer.index``. Items are checked as :meth:`aask_many`
-        checks them, when they are read; a bad item, or an error of the iterable itself,
-        stops the reading and is raised once everything read before it is answered.
-        Questions may not depend on each other here (``depends_on``, ``{answer:ID}``).
-        ``on_event`` and ``progress`` as in :meth:`aask_many`, over every batch (the events
-        name questions by input position). See docs/batch-files.md.
+        answers``. ``questions``: any (async) iterable (a generator, a file being read),
+        read lazily; questions read together are planned and sent as one batch. Answers come
+        in input order (``ordered=False``: as they finish), ``Answer.index`` their input
+        position. Items are checked as :meth:`aask_many` checks them, when read; a bad item,
+        or an error of the iterable, stops the reading and is raised once everything read
+        before it is answered. Questions may not depend on each other (``depends_on``,
+        ``{answer:ID}``). ``on_event``, ``progress``, ``context`` as in :meth:`aask_many`,
+        over every batch (events name questions by input position). See docs/batch-files.md.
         """
         hooks = (on_event, progress)
-        return self._session.map(questions, model, system, params, window, ordered, hooks)
+        return self._session.map(questions, model, system, params, window, ordered, hooks, context)
 
     def map(
         self,
@@ -245,15 +245,16 @@ class Splitter:
         ordered: bool = True,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
         **params: Any,
     ) -> Generator[Answer, None, None]:
-        """The sync twin of :meth:`amap`: a generator of answers (the questions run on an
-        event loop in a helper thread, which also reads ``questions``; closing the
-        generator early cancels what is still running)."""
-        hooks = (on_event, progress)
-        mapped = self._session.map(questions, model, system, params, window, ordered, hooks)
+        """The sync twin of :meth:`amap`: a generator of answers (the questions run on an event
+        loop in a helper thread, which also reads ``questions``; closing it early cancels what
+        is still running)."""
+        hooks, session = (on_event, progress), self._session
+        mapped = session.map(questions, model, system, params, window, ordered, hooks, context)
         return iterate_sync(mapped)
 
     async def arun_file(
@@ -276,12 +277,12 @@ class Splitter:
 
         Input lines are splitter's (``{"id": ..., "question": ...}``, optional fields) or
         OpenAI Batch API request lines, all checked before any request (no ``model``: the
-        bodies'). Each answer is appended to ``out`` as it finishes (``output_format=
-        "batch"``: a Batch API output line), flushed, fsynced every ``sync_every`` lines or
-        ``sync_seconds``. Rerun after a crash: answered ids are skipped, failed ones asked
-        again (``retry_failed=False`` keeps their errors). An ``out`` holding other lines, or
-        naming the input, is an ``InvalidInputError`` and neither file is changed. Memory
-        stays bounded by ``window`` plus the ids; ``progress=True``: a bar over the file.
+        bodies'). Each answer is appended to ``out`` as it finishes (``output_format="batch"``:
+        a Batch API output line), flushed, fsynced every ``sync_every`` lines or
+        ``sync_seconds``. Rerun after a crash: answered ids are skipped, failed ones asked again
+        (``retry_failed=False`` keeps their errors). An ``out`` holding other lines, or naming
+        the input, is an ``InvalidInputError``, neither file changed. Memory stays bounded by
+        ``window`` plus the ids; ``progress=True``: a bar over the file.
         """
         settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
         hooks = (on_event, progress)
@@ -314,14 +315,13 @@ class Splitter:
         *,
         model: str | None = None,
         system: str | None = None,
+        context: str | None = None,
         **params: Any,
     ) -> Plan:
-        """How :meth:`aask_many` would send these questions now, every option priced.
-
-        Pure: no request is sent; ``plan(...).explain()`` renders it as a table. With
-        dependencies, only the questions ready at once are planned (indexes stay positions).
-        """
-        return self._session.plan_of(questions, model, system, params)
+        """How :meth:`aask_many` would send these questions now, every option priced; pure,
+        nothing is sent. ``plan(...).explain()`` renders it as a table. With dependencies,
+        only the questions ready at once are planned (indexes stay positions)."""
+        return self._session.plan_of(questions, model, system, params, context)
 
     def service_model(self, model: str | None = None) -> ServiceModel:
         """What has been learned about this client's service for ``model`` (save it with

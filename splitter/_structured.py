@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,14 @@ from pydantic import BaseModel, ValidationError
 
 from ._exceptions import InvalidInputError
 
-__all__ = ["Structured", "merged_format", "parse_merged_json", "structured_of", "wire_params"]
+__all__ = [
+    "Structured",
+    "merged_format",
+    "parse_merged_json",
+    "schema_problem",
+    "structured_of",
+    "wire_params",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +45,21 @@ class Structured:
         if self.model is not None:
             return self._validated(text)
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"the reply is not JSON: {exc.msg} at {exc.pos}") from None
+        return self.value(value)
 
     def value(self, value: Any) -> Any:
-        """A JSON value read against the schema (validated into the class, if one)."""
-        return value if self.model is None else self._validated(json.dumps(value))
+        """A JSON value read against the schema (validated into the class, if one; with a
+        dict schema, checked by :func:`schema_problem`)."""
+        if self.model is not None:
+            return self._validated(json.dumps(value))
+        schema = self.schema
+        problem = schema_problem(value, schema, schema) if schema else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     def _validated(self, text: str) -> BaseModel:
         assert self.model is not None
@@ -86,13 +102,17 @@ def wire_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def merged_format(structured: Structured, count: int) -> dict[str, Any]:
     """The ``response_format`` of a merged request of ``count`` questions with one schema:
-    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items
-    (the schema's ``$defs`` moved to the root, where its ``$ref``s point)."""
+    ``{"answers": [{"id": k, "answer": <the schema>}, ...]}``, exactly ``count`` items, each
+    id one of 1..``count`` (the schema's ``$defs`` moved to the root, where its ``$ref``s
+    point)."""
     item = dict(structured.schema)
     defs = item.pop("$defs", None)
+    # The ids a reply may use: a grammar then cannot write "id": 9 in a merge of 4 (a small
+    # model continues counting); a repeated id is still read back as missing.
+    ids = list(range(1, count + 1))
     answer_item = {
         "type": "object",
-        "properties": {"id": {"type": "integer"}, "answer": item},
+        "properties": {"id": {"type": "integer", "enum": ids}, "answer": item},
         "required": ["id", "answer"],
         "additionalProperties": False,
     }
@@ -176,6 +196,110 @@ def _close(node: Any) -> None:
     for key in ("items", "anyOf", "allOf", "oneOf", "prefixItems"):
         if key in node:
             _close(node[key])
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def schema_problem(value: Any, schema: Any, root: Any, where: str = "the reply") -> str | None:
+    """Why the JSON ``value`` is not valid against ``schema`` (``root`` holds the ``$defs``
+    its ``$ref``s point into); None when it is. The keywords strict structured outputs use
+    are checked: ``type``, ``enum``, ``const``, ``properties``, ``required``,
+    ``additionalProperties: false``, ``items``, ``minItems``/``maxItems``,
+    ``minLength``/``maxLength``, ``pattern``, ``minimum``/``maximum``, ``anyOf``/``oneOf``
+    (one option valid), ``allOf``, local ``$ref``; any other keyword is not checked."""
+    if not isinstance(schema, dict):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        return schema_problem(value, target, root, where)
+    if "const" in schema and value != schema["const"]:
+        return f"{where}: must be {json.dumps(schema['const'])}"
+    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
+        return f"{where}: must be one of {json.dumps(schema['enum'])}"
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if (
+            isinstance(options, list)
+            and options
+            and all(schema_problem(value, o, root, where) for o in options)
+        ):
+            return f"{where}: matches none of its {key} options"
+    for option in schema.get("allOf") or []:
+        problem = schema_problem(value, option, root, where)
+        if problem:
+            return problem
+    kinds = schema.get("type")
+    if kinds is not None:
+        names = kinds if isinstance(kinds, list) else [kinds]
+        if not any(_is(value, str(name)) for name in names):
+            return f"{where}: not of type {' or '.join(map(str, names))}"
+    if isinstance(value, dict):
+        return _object_problem(value, schema, root, where)
+    if isinstance(value, list):
+        return _array_problem(value, schema, root, where)
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            return f"{where}: shorter than {schema['minLength']} characters"
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            return f"{where}: longer than {schema['maxLength']} characters"
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and re.search(pattern, value) is None:
+            return f"{where}: does not match the pattern {pattern!r}"
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            return f"{where}: under the minimum {schema['minimum']}"
+        if "maximum" in schema and value > schema["maximum"]:
+            return f"{where}: over the maximum {schema['maximum']}"
+    return None
+
+
+def _is(value: Any, name: str) -> bool:
+    if isinstance(value, bool) and name != "boolean":
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPES.get(name, object))
+
+
+def _object_problem(
+    value: dict[str, Any], schema: dict[str, Any], root: Any, where: str
+) -> str | None:
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        if name not in value:
+            return f"{where}: {name!r} is missing"
+    for name, item in value.items():
+        if name in properties:
+            problem = schema_problem(item, properties[name], root, f"{where}.{name}")
+            if problem:
+                return problem
+        elif schema.get("additionalProperties") is False:
+            return f"{where}: {name!r} is not allowed"
+    return None
+
+
+def _array_problem(value: list[Any], schema: dict[str, Any], root: Any, where: str) -> str | None:
+    if len(value) < schema.get("minItems", 0):
+        return f"{where}: fewer than {schema['minItems']} items"
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        return f"{where}: more than {schema['maxItems']} items"
+    for index, item in enumerate(value):
+        problem = schema_problem(item, schema.get("items"), root, f"{where}[{index}]")
+        if problem:
+            return problem
+    return None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -22,6 +22,7 @@ import re
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,7 +31,7 @@ import anyio
 import openai
 import pytest
 
-from splitter import Policy, Question, Splitter
+from splitter import Limits, Policy, Question, Splitter
 from splitter._cli._probe import measure_concurrent, measure_stream, question_texts
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -181,3 +182,43 @@ def test_instruct_model_answers_labelled_capitals_alone(engine_url: str) -> None
     right = [q.id for q, a in zip(capitals, answers, strict=True) if mq.correct(a, q.accept)]
     print(f"capitals right alone: {len(right)} of {len(capitals)}")
     assert len(right) >= CAPITALS_FLOOR, list(zip([q.id for q in capitals], answers, strict=True))
+
+
+def test_context_is_read_from_the_cache_and_timings_are_learned(engine_url: str) -> None:
+    """Shared context on the real engine, and what it tells: three questions about one
+    ~180-token document asked one at a time (one request in flight, so each lands on the
+    slot that holds the document) read it from llama.cpp's cache after the first
+    (``cached_tokens``); then a fan-out of three. Every response's ``timings`` is read and
+    /props gives the five slots. (The rates learned are printed, not asserted: on a shared
+    CPU they move with the load.)"""
+    # A document of this run only: no slot holds it yet.
+    document = (
+        f"Ledger {uuid.uuid4().hex}. " + "Orders ship on weekdays; restocks on Mondays. " * 14
+    )
+    texts = question_texts(3, 0, marker=False)
+
+    async def ask() -> tuple[list[int], int, Any]:
+        async with _client(engine_url) as client:
+            one_at_a_time = Policy(strategy="fanout", limits=Limits(max_concurrency=1))
+            splitter = Splitter(client, policy=one_at_a_time)
+            first = await splitter.aask_many(
+                texts, model=MODEL, system=SYSTEM, context=document, max_tokens=8
+            )
+            assert first.ok, [str(a.error) for a in first if not a.ok]
+            splitter.policy = Policy(strategy="fanout")
+            fan = await splitter.aask_many(texts, model=MODEL, context=document, max_tokens=8)
+            assert fan.ok, [str(a.error) for a in fan if not a.ok]
+            learned = splitter.service_model(MODEL)
+        cached = [a.usage.cached_tokens for a in first]
+        return cached, learned.engine.readings, learned.estimate()
+
+    cached, readings, estimate = anyio.run(ask)
+    report = (
+        f"cached {cached}; learned prefill {estimate.prefill_rate:.0f} tokens/s, "
+        f"tpot1 {estimate.tpot1 * 1000:.1f} ms, beta {estimate.beta:.2f}, slots {estimate.slots}"
+    )
+    print(report)
+    assert cached[0] < 100, report
+    assert all(c >= 100 for c in cached[1:]), report
+    assert readings == 6
+    assert estimate.slots == SLOTS

@@ -10,7 +10,15 @@ import pytest
 
 import splitter
 
-PUBLIC = ["splitter", "splitter.events", "splitter.sim", "splitter.testing", "splitter.otel"]
+PUBLIC = [
+    "splitter",
+    "splitter.events",
+    "splitter.sim",
+    "splitter.testing",
+    "splitter.otel",
+    "splitter.integrations",
+    "splitter.integrations.ray",
+]
 
 
 def offered(module: types.ModuleType, public: list[types.ModuleType]) -> set[str]:

@@ -470,7 +470,7 @@ def _reference_plan_items(
                 output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
                 max_tokens=cap,
                 shape=spec.shape(q, i),
-                preamble=preamble_tokens(own) if own.system != spec.system else None,
+                preamble=preamble_tokens(own) if own.head != spec.head else None,
             )
         )
     return planned

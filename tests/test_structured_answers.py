@@ -85,7 +85,10 @@ def _expected_format(body: dict[str, Any]) -> dict[str, Any]:
     defs = schema.pop("$defs")
     item = {
         "type": "object",
-        "properties": {"id": {"type": "integer"}, "answer": schema},
+        "properties": {
+            "id": {"type": "integer", "enum": list(range(1, count + 1))},
+            "answer": schema,
+        },
         "required": ["id", "answer"],
         "additionalProperties": False,
     }

@@ -68,6 +68,7 @@ class Account:
     blocked_until: float = 0.0
     started: float | None = None  # the first send (slow start counts from it)
     last_sent: float | None = None
+    departed: float | None = None  # when the latest request really went out (see depart)
     sent: int = 0
     answers: int = 0  # responses that were not 429s
     evidence: bool = False  # any rate header, stated limit or 429 seen
@@ -137,6 +138,48 @@ class Account:
         self.sent += 1
         marks = {"requests": self.requests.booked, "tokens": self.tokens.booked}
         return Ticket(now, tokens, marks)
+
+    # -- the real send ---------------------------------------------------------------------
+
+    def interval(self) -> float:
+        """The least time between two real sends that the pace in force asks for (0: none).
+
+        A booking keeps the pace between bookings, but a request may leave later than it
+        was booked (a loaded event loop, a connection being opened), and two requests
+        booked 60 ms apart can leave 10 ms apart, which a leaky bucket with no burst
+        refuses. This spacing is kept at the wire as well (see :meth:`depart_wait`): the
+        429 search's rate, a stated rate where no burst is carried, and slow start's
+        spacing in its current wave.
+        """
+        gaps = [0.0]
+        if self.probe.rate is not None:
+            gaps.append(1 / self.probe.rate)
+        pace = self.requests.pace
+        if pace is not None and self.requests.capacity() <= 1.0:
+            gaps.append(1 / pace)
+        if not self.evidence and self.started is not None:
+            wave = max(0, math.ceil(math.log2(self.sent + 1)) - 1)
+            if wave < _SLOW_START_END:
+                gaps.append(SLOW_START_STEP / (1 << wave))
+        return max(gaps)
+
+    def depart_wait(self, now: float) -> float:
+        """Seconds until a booked request may really go out."""
+        if self.departed is None:
+            return 0.0
+        return max(0.0, self.departed + self.interval() - now)
+
+    def depart(self, ticket: Ticket, now: float) -> None:
+        """``ticket``'s request goes out now: later sends are spaced from this moment, and
+        what is learned from its answer counts from it, not from its booking."""
+        self.departed = now if self.departed is None else max(self.departed, now)
+        sends = self.probe.sends
+        for i in range(len(sends) - 1, -1, -1):
+            if sends[i] == ticket.at:
+                sends[i] = now
+                sends.sort()
+                break
+        ticket.at = max(ticket.at, now)
 
     def give(self, ticket: Ticket, tokens: float, now: float) -> None:
         """Return ``tokens`` of a request's booking (what it did not use, or all of it)."""

@@ -63,6 +63,16 @@ class MemoryBudget:
             recheck = awaiting or delay == float("inf")
             await self._sleep(_RECHECK if recheck else _nap(delay))
 
+    async def depart(self, reservation: Reservation) -> None:
+        while True:
+            with self._lock:
+                now = self._clock()
+                delay = self.account.depart_wait(now)
+                if delay <= 0:
+                    self.account.depart(reservation.ticket, now)
+                    return
+            await self._sleep(_nap(delay))
+
     async def settle(
         self,
         reservation: Reservation,

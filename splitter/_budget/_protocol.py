@@ -37,6 +37,11 @@ class Budget(Protocol):
 
     async def acquire(self, tokens: int, on_wait: WaitHook | None = None) -> Reservation: ...
 
+    async def depart(self, reservation: Reservation) -> None:
+        """The booked request is about to go on the wire (called as close to the write as
+        the HTTP client allows): waits until the pace since the last real send lets it go,
+        and records the moment, so the spacing a limiter sees is the one the budget kept."""
+
     async def settle(
         self,
         reservation: Reservation,

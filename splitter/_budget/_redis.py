@@ -69,6 +69,7 @@ class RedisBudget:
         # One waiter per process looks at the shared account at a time, the others queue
         # behind it (first come, first served, whichever event loop they run on).
         self._turn = AdaptiveConcurrency(1, adaptive=False)
+        self._departed: float | None = None  # this process's latest real send (local clock)
 
     # -- the Budget protocol -------------------------------------------------------------
 
@@ -100,6 +101,24 @@ class RedisBudget:
             # A wait on a reading (not on a time the service told) ends when one comes.
             recheck = awaiting or delay == float("inf")
             await anyio.sleep(_RECHECK if recheck else min(delay, _LONGEST_NAP))
+
+    async def depart(self, reservation: Reservation) -> None:
+        """Spacing at the wire within this process, at the pace of the last copy of the
+        shared account (no Redis call: a round trip here would delay the very send it
+        times; spacing between processes is left to their bookings)."""
+        if reservation.ticket.marks.get("local"):
+            if self._local is not None:
+                await self._local.depart(reservation)
+            return
+        while True:
+            with self._lock:
+                now = _clock.now()
+                gap = self._seen.interval()
+                delay = 0.0 if self._departed is None else self._departed + gap - now
+                if delay <= 0:
+                    self._departed = now
+                    return
+            await anyio.sleep(min(max(delay, 0.001), _LONGEST_NAP))
 
     async def settle(
         self,

@@ -175,11 +175,36 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--keep-failed", action="store_true", help="do not ask failed ids again on a rerun"
     )
+    run.add_argument("--rpm", type=at_least_one, default=None, help="requests per minute allowed")
+    run.add_argument("--tpm", type=at_least_one, default=None, help="tokens per minute allowed")
+    run.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=1,
+        help="processes answering the file together, on one budget and one --out "
+        "(--concurrency, --rpm and --tpm are their total)",
+    )
+    run.add_argument(
+        "--redis",
+        default=None,
+        metavar="URL",
+        help="keep the rate-limit budget in this Redis (redis:// URL), shared with every "
+        "process on the key (default: in this process; with --workers, 1/N of the limits each)",
+    )
+    run.add_argument("--worker-share", type=_run.worker_share, default=None, help=argparse.SUPPRESS)
     run.add_argument(
         "--output-format",
         choices=["splitter", "batch"],
         default="splitter",
         help='splitter: {"id", "answer", "error"} lines; batch: OpenAI Batch API output lines',
+    )
+    run.add_argument(
+        "--response-format",
+        metavar="SCHEMA.json",
+        default=None,
+        help="a JSON schema file: every answer is JSON valid against it, and its answer "
+        'line carries it as "parsed" (a file holding {"type": "json_schema", ...} is sent '
+        "as it is)",
     )
     run.add_argument(
         "--progress",

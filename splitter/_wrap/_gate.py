@@ -11,6 +11,7 @@ result types and, when it finally fails, openai's own exception.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ import anyio
 import openai
 
 from .._budget import Kind
+from .._budget import _wire as wire
 from .._endpoint import Endpoint
 from .._estimate import count_tokens
 from .._exceptions import APIStatusError, QuotaExceededError, RateLimitError, SplitterError
@@ -88,8 +90,14 @@ async def _attempt(
         once = options.model_copy()
         once.max_retries = 0
         _headers.set(None)
+        gate = (
+            None
+            if budget is None or reservation is None
+            else functools.partial(budget.depart, reservation)
+        )
         try:
-            result = await call(once)
+            with wire.departing(gate):
+                result = await call(once)
         except openai.OpenAIError as exc:
             error = translate_error(exc)
             if isinstance(error, APIStatusError) and budget is not None and reservation:

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 
+from .._budget import _wire as wire
 from .._events import EventHook
 from .._policy import Policy
 from .._sync import run_sync
@@ -58,6 +59,7 @@ def _splitting_class(
         async def call(once: Any) -> Any:
             return await base.request(self, cast_to, once, stream=stream, stream_cls=stream_cls)
 
+        wire.install(self)  # the budget's last gate, at the HTTP write
         return await gate.send(call, **gate_options(self, options))
 
     def sync_request(

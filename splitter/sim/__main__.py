@@ -60,6 +60,17 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a 429 counts against the limit too (default: only for token_bucket)",
     )
+    parser.add_argument(
+        "--prefix-cache",
+        choices=["none", "slot", "shared"],
+        default=None,
+        help="prefix cache: per slot (llama.cpp), shared blocks (vLLM) or none (the profile's)",
+    )
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="report like llama-server: timings in each response, GET /props",
+    )
     parser.add_argument("--answer-tokens", type=int, default=50, help="default answer length")
     parser.add_argument("--seed", type=int, default=0)
     for name in _FAULTS:
@@ -89,8 +100,13 @@ def _limits(args: argparse.Namespace) -> SimLimits:
 def _service(args: argparse.Namespace, limits: SimLimits) -> SimService:
     rates = {f"rate_{name}": getattr(args, f"fault_{name}") for name in _FAULTS}
     faults = Faults(**rates, stall_seconds=args.stall_seconds, retry_after=args.retry_after)
+    profile = PROFILES[args.profile]
+    if args.prefix_cache is not None:
+        profile = profile.model_copy(update={"prefix_cache": args.prefix_cache})
+    if args.timings:
+        profile = profile.model_copy(update={"timings": True})
     return SimService(
-        args.profile,
+        profile,
         time_scale=args.time_scale,
         limits=limits,
         faults=faults,

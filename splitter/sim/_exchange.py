@@ -46,6 +46,7 @@ class RequestRecord:
     prompt_tokens: int
     completion_tokens: int
     questions: tuple[str, ...]
+    prompt_cache_key: str | None = None  # the request's, when it sent one
 
 
 class BodyStream:
@@ -101,9 +102,30 @@ class Call:
     completion_tokens: int = 0
     cached_tokens: int = 0
     questions: tuple[str, ...] = ()
+    prompt_cache_key: str | None = None
     finished: float | None = None
     closed: bool = False
+
+    timings: dict[str, float] | None = None  # llama-server's, when the profile reports them
 
     @property
     def request_id(self) -> str:
         return f"req_{self.number}"
+
+    def record(self, finished: float) -> RequestRecord:
+        """Its ``SimService.log`` entry, once it ended at ``finished``."""
+        return RequestRecord(
+            request_id=self.request_id,
+            path=self.path,
+            model=self.model,
+            arrived=self.arrived,
+            finished=finished,
+            status=self.status,
+            error_code=self.error_code,
+            stream=self.stream,
+            user_text=self.user_text,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            questions=self.questions,
+            prompt_cache_key=self.prompt_cache_key,
+        )

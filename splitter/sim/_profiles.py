@@ -62,6 +62,12 @@ class Profile(BaseModel):
         description="Prefill is compute-bound: concurrent prefills share the engine's prefill "
         "throughput (each of p progresses at 1/p speed) instead of overlapping freely.",
     )
+    timings: bool = Field(
+        default=False,
+        description="Report like llama-server: a 'timings' object (cache_n, prompt_n, "
+        "prompt_ms, predicted_n, predicted_ms, predicted_per_token_ms, ...) in each chat "
+        "response and a stream's last chunk, and GET /props with total_slots.",
+    )
     merge_good_items: int | None = Field(
         default=None,
         ge=0,

@@ -46,6 +46,7 @@ class GenerationRequest:
     tools: tuple[dict[str, Any], ...] = ()  # each offered function: name, parameters
     tool_choice: str | dict[str, Any] = "auto"
     tool_answered: bool = False  # a tool result follows the last user message
+    prompt_cache_key: str | None = None  # routes requests to one prefix cache (OpenAI's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ def parse_chat(body: bytes) -> GenerationRequest:
         tools=_tools(data),
         tool_choice=data.get("tool_choice") or "auto",
         tool_answered=_answered_by_tool(messages),
+        prompt_cache_key=_cache_key(data),
     )
 
 
@@ -225,7 +227,17 @@ def parse_responses(body: bytes) -> GenerationRequest:
         stream=bool(data.get("stream")),
         instructions=instructions,
         response_format=_response_format(text_format, "text.format"),
+        prompt_cache_key=_cache_key(data),
     )
+
+
+def _cache_key(data: dict[str, Any]) -> str | None:
+    key = data.get("prompt_cache_key")
+    if key is not None and not isinstance(key, str):
+        raise BadRequest(
+            "Invalid type for 'prompt_cache_key': expected a string.", "prompt_cache_key"
+        )
+    return key
 
 
 def parse_embeddings(body: bytes) -> EmbeddingsRequest:

@@ -32,10 +32,7 @@ import openai
 
 from splitter import _clock
 from splitter.sim import _refusals, _wire
-from splitter.sim._answers import (
-    answer_prompt,
-    prompt_tokens,
-)
+from splitter.sim._answers import answer_prompt, prompt_tokens
 from splitter.sim._asgi import make_asgi_app
 from splitter.sim._cache import prompt_token_keys
 from splitter.sim._engine import Engine
@@ -69,6 +66,7 @@ from splitter.sim._requests import (
     parse_embeddings,
     parse_responses,
 )
+from splitter.sim._timings import props_response, timings_of
 from splitter.sim._transport import make_transport
 
 if TYPE_CHECKING:
@@ -194,23 +192,7 @@ class SimService:
             return
         call.closed = True
         self.in_flight -= 1
-        finished = self._clock() if call.finished is None else call.finished
-        self.log.append(
-            RequestRecord(
-                request_id=call.request_id,
-                path=call.path,
-                model=call.model,
-                arrived=call.arrived,
-                finished=finished,
-                status=call.status,
-                error_code=call.error_code,
-                stream=call.stream,
-                user_text=call.user_text,
-                prompt_tokens=call.prompt_tokens,
-                completion_tokens=call.completion_tokens,
-                questions=call.questions,
-            )
-        )
+        self.log.append(call.record(self._clock() if call.finished is None else call.finished))
 
     async def _sleep(self, sim_seconds: float) -> None:
         if sim_seconds > 0:
@@ -222,6 +204,7 @@ class SimService:
             ("POST", "/v1/responses"): self._responses,
             ("POST", "/v1/embeddings"): self._embeddings,
             ("GET", "/v1/models"): self._models,
+            ("GET", "/props"): lambda call, _: props_response(call, self.profile),
         }
         handler = routes.get((method.upper(), openai_path(path).rstrip("/")))
         if handler is None:
@@ -283,6 +266,7 @@ class SimService:
 
     async def _generate(self, call: Call, request: GenerationRequest) -> SimResponse:
         call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
+        call.prompt_cache_key = request.prompt_cache_key
         call.prompt_tokens = prompt_tokens(request.contents)
         answer = answer_prompt(request.user_text, self.default_answer_tokens)
         scripts = (text for key, text in self.scripted.items() if key in request.user_text)
@@ -326,6 +310,7 @@ class SimService:
         with self._engine.sequence(call.prompt_tokens, reply.choice_tokens, keys) as seq:
             await self._engine.wait_tokens(seq, reply.choice_tokens)
             call.cached_tokens = seq.cached
+            call.timings = timings_of(seq, self.profile, self.time_scale)
         if fault is FaultKind.TRUNCATE:
             call.error_code = "truncated"
             return SimResponse(0, reset=True)
@@ -342,6 +327,7 @@ class SimService:
                 prompt=call.prompt_tokens,
                 completion=call.completion_tokens,
                 cached=self._cached(call),
+                extra=None if call.timings is None else {"timings": call.timings},
             )
         return _wire.dumps(self._response(call, request, reply))
 
@@ -422,7 +408,11 @@ class SimService:
             call.error_code = "truncated"
             call.finished = self._clock()
             return
-        tail = chunk(delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish))
+        timings = timings_of(seq, self.profile, self.time_scale)  # llama-server's last chunk
+        told = None if timings is None else {"timings": timings}
+        tail = chunk(
+            delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish), extra=told
+        )
         if request.include_usage:
             call.cached_tokens = seq.cached
             usage = (call.prompt_tokens, call.completion_tokens, self._cached(call))

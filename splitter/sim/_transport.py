@@ -70,6 +70,9 @@ class _Transport:
         http = http_module()
         body = await request.aread()
         timeout = _read_timeout(request)
+        trace = request.extensions.get("trace")
+        if trace is not None:  # as httpcore calls it right before it writes a request
+            await trace("http11.send_request_headers.started", {"request": request})
         try:
             with anyio.fail_after(timeout):
                 response = await self._service.handle(

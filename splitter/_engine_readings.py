@@ -1,0 +1,201 @@
+"""What an engine tells about its own work, where it does: llama-server's ``timings`` in
+every response body (and a stream's last chunk) and the ``total_slots`` of its ``GET
+/props``. The service model uses these readings in place of what it would otherwise infer
+from latencies alone, and works as before where a service tells nothing.
+
+* **prefill**: ``prompt_ms`` over ``prompt_n`` (the prompt tokens computed, the cached
+  ``cache_n`` left out) is the engine's time per uncached prompt token. Concurrent prefills
+  share the engine's compute, so readings of requests that had the service to themselves are
+  used while there are any; otherwise all readings (a slower rate than the engine's alone).
+* **decode**: ``predicted_per_token_ms`` is the time per output token at the concurrency the
+  request saw; a fit of it on that concurrency, ``tpot1 * (1 + beta * (m - 1))``, gives the
+  decode terms, pulled towards the latency fit's values where the readings cannot tell
+  (all at one concurrency, say).
+* **slots**: ``total_slots`` is how many sequences the server runs at once (``-np``).
+
+The latency fit's fixed term (``ttft0``) is then moved by what the told terms change in the
+fit's prediction of a typical request (the readings' mean prompt, answer and concurrency):
+the fit's total is what was measured, and the readings only say how it divides.
+
+A reading arrives with its response, before the service model's observation of the same
+request (which knows the concurrency): it waits for that observation, found by its token
+counts (``prompt_n + cache_n`` prompt tokens, ``predicted_n`` completion tokens).
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from ._cost_model import ServiceEstimate
+
+__all__ = ["EngineReadings", "EngineTimings", "slots_of", "timings_of"]
+
+_DECAY = 0.98  # per reading, as the latency fit decays its observations
+_MIN_PREFILL_TOKENS = 32  # fewer computed tokens time the request's overhead, not prefill
+_ALONE = 1.5  # time-averaged requests in flight up to which a request had the engine alone
+_PENDING = 256  # readings kept waiting for their observation at most
+# The latency fit's decode terms' weight in the decode fit: little, as it only has to settle
+# what the readings cannot tell apart (a ridge keeps an unseen direction at the prior).
+_PULL = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTimings:
+    """llama-server's ``timings`` of one response (times in milliseconds)."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float
+
+
+def timings_of(raw: object) -> EngineTimings | None:
+    """A response's ``timings`` object read, or None when it is absent or unreadable."""
+    if not isinstance(raw, dict):
+        return None
+    counts = [_count(raw.get(k)) for k in ("cache_n", "prompt_n", "predicted_n")]
+    times = [_ms(raw.get(k)) for k in ("prompt_ms", "predicted_ms", "predicted_per_token_ms")]
+    cache_n, prompt_n, predicted_n = counts
+    prompt_ms, predicted_ms, per_token = times
+    if prompt_n is None or predicted_n is None or prompt_ms is None or predicted_ms is None:
+        return None
+    if per_token is None:
+        per_token = predicted_ms / predicted_n if predicted_n else 0.0
+    return EngineTimings(cache_n or 0, prompt_n, prompt_ms, predicted_n, predicted_ms, per_token)
+
+
+def slots_of(props: object) -> int | None:
+    """``total_slots`` of a ``GET /props`` body, when it holds a positive count."""
+    slots = props.get("total_slots") if isinstance(props, dict) else None
+    return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
+
+
+def _engine_time(estimate: ServiceEstimate, prompt: float, answer: float, running: float) -> float:
+    """Prefill and decode seconds ``estimate`` predicts for a request (fixed terms apart)."""
+    if estimate.slots is not None:
+        running = min(running, estimate.slots)
+    return prompt / estimate.prefill_rate + answer * estimate.tpot(running)
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _ms(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+class EngineReadings:
+    """The readings one service has given, folded into what they say about its engine."""
+
+    def __init__(self) -> None:
+        self._pending: deque[EngineTimings] = deque(maxlen=_PENDING)
+        self.slots: int | None = None  # the server's total_slots, once read
+        self.props_asked = False  # GET /props tried (once per service)
+        self.readings = 0
+        self._news = False  # something was learned since the service model last asked
+        # Decayed sums: prefill (tokens, ms) of requests alone and of all requests.
+        self._alone = [0.0, 0.0]
+        self._all = [0.0, 0.0]
+        # Decayed least-squares sums of per-token ms on x = (1, m - 1): xtx, xty.
+        self._xtx = [[0.0, 0.0], [0.0, 0.0]]
+        self._xty = [0.0, 0.0]
+        self._typical = [0.0, 0.0, 0.0, 0.0]  # decayed sums of 1, prompt, answer, concurrency
+
+    def told_slots(self, slots: int) -> None:
+        """The server's ``total_slots`` (``GET /props``)."""
+        self.slots, self._news = slots, True
+
+    def news(self) -> bool:
+        """Whether anything was learned since the last call (the estimate is then redone)."""
+        news, self._news = self._news, False
+        return news
+
+    def told(self, timings: EngineTimings) -> None:
+        """A response's timings; used once its request's observation arrives."""
+        self._pending.append(timings)
+
+    def observed(self, input_tokens: int, output_tokens: int, running: float) -> None:
+        """The request that took ``input_tokens`` and gave ``output_tokens`` returned while
+        ``running`` requests were in flight on average: its reading, if one waits, counts."""
+        for timings in self._pending:
+            if (timings.prompt_n + timings.cache_n, timings.predicted_n) == (
+                input_tokens,
+                output_tokens,
+            ):
+                self._pending.remove(timings)
+                self._fold(timings, max(1.0, running))
+                return
+
+    def _fold(self, t: EngineTimings, running: float) -> None:
+        self.readings += 1
+        self._news = True
+        seen = (1.0, t.prompt_n + t.cache_n, t.predicted_n, running)
+        self._typical = [s * _DECAY + x for s, x in zip(self._typical, seen, strict=True)]
+        if t.prompt_n >= _MIN_PREFILL_TOKENS and t.prompt_ms > 0:
+            sums = (self._all, self._alone) if running <= _ALONE else (self._all,)
+            for s in sums:
+                s[0] = s[0] * _DECAY + t.prompt_n
+                s[1] = s[1] * _DECAY + t.prompt_ms
+        if t.predicted_n > 1 and t.predicted_per_token_ms > 0:
+            if self.slots is not None:
+                running = min(running, float(self.slots))
+            x = (1.0, running - 1.0)
+            y = t.predicted_per_token_ms / 1000
+            for i in range(2):
+                self._xty[i] = self._xty[i] * _DECAY + x[i] * y
+                for j in range(2):
+                    self._xtx[i][j] = self._xtx[i][j] * _DECAY + x[i] * x[j]
+
+    @property
+    def prefill_rate(self) -> float | None:
+        """Uncached prompt tokens per second, as the engine timed them; None untold."""
+        tokens, ms = self._alone if self._alone[0] > 0 else self._all
+        return 1000 * tokens / ms if tokens > 0 and ms > 0 else None
+
+    def applied(self, estimate: ServiceEstimate) -> ServiceEstimate:
+        """``estimate`` with what the readings tell in place of what was inferred."""
+        rate = self.prefill_rate
+        tpot1, beta = self._decode(estimate) or (estimate.tpot1, estimate.beta)
+        told = dataclasses.replace(
+            estimate,
+            prefill_rate=estimate.prefill_rate if rate is None else rate,
+            tpot1=tpot1,
+            beta=beta,
+            slots=estimate.slots if self.slots is None else self.slots,
+        )
+        if not self._typical[0]:
+            return told
+        count, prompt, answer, running = self._typical
+        shift = _engine_time(estimate, prompt / count, answer / count, running / count)
+        shift -= _engine_time(told, prompt / count, answer / count, running / count)
+        return dataclasses.replace(told, ttft0=max(0.0, told.ttft0 + shift))
+
+    def _decode(self, estimate: ServiceEstimate) -> tuple[float, float] | None:
+        """(tpot1, beta) from the per-token readings, ridge-pulled towards ``estimate``'s."""
+        if self._xtx[0][0] <= 0:
+            return None
+        a = [row[:] for row in self._xtx]
+        b = self._xty[:]
+        prior = (estimate.tpot1, estimate.tpot1 * estimate.beta)
+        for i in range(2):
+            a[i][i] += _PULL
+            b[i] += _PULL * prior[i]
+        det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+        if det <= 0:
+            return None
+        tpot1 = (b[0] * a[1][1] - a[0][1] * b[1]) / det
+        slope = (a[0][0] * b[1] - a[1][0] * b[0]) / det
+        if tpot1 <= 0:
+            return None
+        return tpot1, min(2.0, max(0.0, slope / tpot1))
