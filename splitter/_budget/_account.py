@@ -165,10 +165,9 @@ class Account:
         if pace is not None and self.requests.pacer_level(now) < 1.0:
             gaps.append(1 / pace)  # at the pace, with no credit saved up for a burst
         if not self.evidence and self.started is not None and not self.answers:
-            # Before the first answer only, as the booking's own no-catch-up rule: once
-            # answers came, a wave whose schedule is past goes at once at its booking too
-            # (a warm process's 5 wrapped questions were held 12.5 ms apart: wrapped / the
-            # physical limit 1.03 instead of 1.00 on virtual time).
+            # Before the first answer, as the booking does (no catching up); after it, an
+            # overdue wave goes at once at the booking, and the wire does not space it
+            # either (a regression: 5 requests of a late wave left 12.5 ms apart).
             wave = max(0, math.ceil(math.log2(self.sent + 1)) - 1)
             if wave < _SLOW_START_END:
                 gaps.append(SLOW_START_STEP / (1 << wave))
