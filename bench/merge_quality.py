@@ -14,6 +14,26 @@ the engine of ``bench/engine/setup.py`` (use the instruction-tuned model, the de
   (llama.cpp turns it into a grammar): one item per question keyed by its number, the
   array's length fixed, a ``maxLength`` on each answer so the JSON closes.
 
+Beside each merged arm it prints two agreement figures (issue 18 item 3):
+
+- **agrees**: of the merged answers read back, the share that agree with the same
+  question's answer *alone* in this run, by splitter's own measure (``splitter._canary.
+  agrees``: word-set Jaccard >= ``MergePolicy.canary_overlap``): what a canary on every
+  merged item would see;
+- **learned**: what splitter's canaries learn when splitter itself sends the questions
+  (``--canary-sample`` of them, in batches of the largest k): ``Splitter.aask_many`` under
+  ``strategy="auto"`` with ``MergePolicy(max_per_request=k, canary_first=<every merged
+  request>, min_agreement=0)`` (so the gate never closes), planned before each batch on
+  the prior of a serial engine (``ServicePrior(slots=1)``, the service model reset: merging
+  is then the plan auto picks; on this engine, measured, auto prefers one request each), at
+  most ``--concurrency`` requests in flight, one endpoint per arm (its own key); the
+  schema arms pass a JSON schema as ``response_format`` (splitter's structured merge: one
+  ``{id, answer}`` item per question), the marker arms plain questions. It prints the
+  estimate (``Plan.agreement``: decayed share, a prior of one agreeing canary) with the
+  canaries compared, the merged requests sent, and the share of splitter's *returned*
+  answers that are correct (disagreeing merged answers replaced by the solo one, unparsed
+  ones re-asked alone). ``--canary-sample 0`` skips it.
+
 Per arm it prints the parsed share (an answer was read back for the question), the correct
 share (the read-back answer matches the question's accept patterns; an unparsed answer is
 not correct), correct given parsed, and wall time per question. The questions are taken in
@@ -26,7 +46,8 @@ system prompt derails it (see bench/engine/setup.py).
 
 Usage, with the engine started (``python bench/engine/setup.py --start``)::
 
-    python bench/merge_quality.py --url http://127.0.0.1:8080/v1 [--sample 48 --seed 18]
+    python bench/merge_quality.py --url http://127.0.0.1:8080/v1 [--sample 48 --seed 18] \
+        [--canary-sample 48]
 """
 
 from __future__ import annotations
@@ -48,6 +69,8 @@ from typing import Any
 
 import openai
 
+from splitter import Limits, MergePolicy, Policy, ServiceModel, ServicePrior, Splitter
+from splitter._canary import agrees
 from splitter._merge import build_merged_prompt, parse_merged
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "checkable_questions.jsonl"
@@ -142,6 +165,89 @@ def parse_schema(text: str, k: int) -> dict[int, str]:
     return {i: a[0] for i, a in seen.items() if 1 <= i <= k and len(a) == 1 and a[0].strip()}
 
 
+# -- splitter's own canaries --------------------------------------------------------------------
+
+ANSWER_FORMAT: dict[str, Any] = {  # one answer's schema, for splitter's structured merge
+    "type": "json_schema",
+    "json_schema": {
+        "name": "answer",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "maxLength": SCHEMA_ANSWER_CHARS}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@dataclass(slots=True)
+class Learned:
+    """What splitter's canaries learned on one arm, and how right its answers were."""
+
+    share: float = 1.0
+    checked: int = 0
+    canaries: int = 0
+    disagreements: int = 0
+    merged_requests: int = 0
+    requests: int = 0
+    asked: int = 0
+    right: int = 0
+
+
+def answer_of(text: str | None, parsed: Any) -> str | None:
+    """The answer to score: a structured answer's ``answer`` field, else the text."""
+    if isinstance(parsed, dict) and isinstance(parsed.get("answer"), str):
+        return str(parsed["answer"])
+    return text
+
+
+async def learn_agreement(
+    args: argparse.Namespace, kind: str, k: int, questions: Sequence[Checkable], batch: int
+) -> Learned:
+    """Splitter itself, under ``strategy="auto"`` with canaries on every merged request, on
+    ``questions`` in batches of ``batch``: what its canaries learn for merges of up to k."""
+    policy = Policy(
+        strategy="auto",
+        # Planned as for a serial engine, before each batch: merging is then the plan auto
+        # picks (on this engine, once it has measured it, auto prefers one request each).
+        prior=ServicePrior(slots=1),
+        limits=Limits(max_concurrency=args.concurrency),
+        merge=MergePolicy(max_per_request=k, canary_first=1_000_000, min_agreement=0.0),
+    )
+    extra: dict[str, Any] = {"response_format": ANSWER_FORMAT} if kind == "schema" else {}
+    learned = Learned()
+    # Its own key: its own endpoint, so each arm learns from nothing.
+    async with openai.AsyncOpenAI(
+        base_url=args.url, api_key=f"sk-canaries-{kind}-{k}", max_retries=0, timeout=600
+    ) as client:
+        splitter = Splitter(client, policy=policy)
+        for start in range(0, len(questions), batch):
+            chunk = questions[start : start + batch]
+            splitter.use_service_model(ServiceModel(policy.prior), args.model)
+            result = await splitter.aask_many(
+                [q.question for q in chunk],
+                model=args.model,
+                system=args.system or None,
+                max_tokens=ANSWER_TOKENS,
+                temperature=0,
+                **extra,
+            )
+            assert result.plan is not None
+            learned.merged_requests += sum(len(g.indexes) > 1 for g in result.plan.chosen.groups)
+            learned.requests += result.stats.requests
+            learned.canaries += result.stats.canaries
+            learned.disagreements += result.stats.canary_disagreements
+            for q, answer in zip(chunk, result, strict=True):
+                learned.asked += 1
+                learned.right += correct(answer_of(answer.text, answer.parsed), q.accept)
+        after = splitter.plan([q.question for q in questions[:batch]], model=args.model, **extra)
+    if after.agreement is not None:
+        learned.share, learned.checked = after.agreement.share, after.agreement.checked
+    return learned
+
+
 # -- running it -------------------------------------------------------------------------------
 
 
@@ -153,6 +259,7 @@ class Tally:
     seconds: float = 0.0
     examples: list[str] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
+    answers: dict[str, str | None] = field(default_factory=dict)  # by question id
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,22 +375,64 @@ async def main_async(args: argparse.Namespace) -> int:
                 for q, answer in zip(chunk, answers, strict=True):
                     tally.asked += 1
                     tally.parsed += answer is not None
+                    tally.answers[q.id] = answer
                     ok = correct(answer, q.accept)
                     tally.right += ok
                     if len(tally.examples) < args.examples:
                         shown = "-" if answer is None else answer.strip().replace("\n", " ")[:70]
                         tally.examples.append(f"{q.id} {'ok' if ok else 'no'}: {shown}")
             print(f"  chunk {c + 1}/{n // chunk_size} done", file=sys.stderr, flush=True)
+    learned: dict[tuple[str, int], Learned] = {}
+    canary_questions = sample[: args.canary_sample - args.canary_sample % chunk_size]
+    if canary_questions:
+        print(
+            f"splitter's canaries: {len(canary_questions)} questions per arm, batches of "
+            f"{chunk_size}, auto planned as for a serial engine, a canary on every merged "
+            "request"
+        )
+        for kind, k in arms[1:]:
+            learned[kind, k] = await learn_agreement(args, kind, k, canary_questions, chunk_size)
+            print(f"  canaries {kind} k={k} done", file=sys.stderr, flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min)")
     print()
-    print(f"{'arm':<12}{'parsed':>9}{'correct':>9}{'correct|parsed':>16}{'s/question':>12}")
+    alone = tallies["alone", 1].answers
+    overlap = MergePolicy().canary_overlap
+    print(
+        f"{'arm':<12}{'parsed':>7}{'correct':>8}{'correct|parsed':>15}{'s/question':>11}"
+        f"{'agrees':>8}{'learned (n)':>13}{'merged':>7}{'splitter correct':>17}"
+    )
     for (kind, k), t in tallies.items():
         name = kind if kind == "alone" else f"{kind} k={k}"
         given = f"{t.right / t.parsed:.2f}" if t.parsed else "-"
-        print(
-            f"{name:<12}{t.parsed / t.asked:>9.2f}{t.right / t.asked:>9.2f}{given:>16}"
-            f"{t.seconds / t.asked:>12.2f}"
+        read = [(a, alone[i]) for i, a in t.answers.items() if a is not None]
+        agree = "-"
+        if kind != "alone" and read:
+            same = sum(agrees(a, solo or "", overlap) for a, solo in read)
+            agree = f"{same / len(read):.2f}"
+        row = (
+            f"{name:<12}{t.parsed / t.asked:>7.2f}{t.right / t.asked:>8.2f}{given:>15}"
+            f"{t.seconds / t.asked:>11.2f}{agree:>8}"
         )
+        mine = learned.get((kind, k))
+        if mine is not None:
+            row += (
+                f"{f'{mine.share:.2f} ({mine.checked})':>13}{mine.merged_requests:>7}"
+                f"{mine.right / mine.asked:>17.2f}"
+            )
+        print(row)
+    if learned:
+        print()
+        print(
+            "agrees: share of the merged answers read back whose words overlap the same "
+            f"question's answer alone (Jaccard >= {overlap}); learned: splitter's canary "
+            "estimate after its run (n: canaries compared); merged: merged requests splitter "
+            "sent; splitter correct: share of the answers splitter returned that are right"
+        )
+        for (kind, k), mine in learned.items():
+            print(
+                f"  {kind} k={k}: {mine.requests} requests for {mine.asked} questions, "
+                f"{mine.canaries} canaries, {mine.disagreements} disagreed"
+            )
     if args.examples:
         print()
         for (kind, k), t in tallies.items():
@@ -311,6 +460,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--system",
         default="You are a helpful assistant.",
         help="system message of every request ('' for none)",
+    )
+    parser.add_argument(
+        "--canary-sample",
+        type=int,
+        default=48,
+        help="questions splitter itself asks per merged arm, to learn agreement (0: none)",
     )
     parser.add_argument("--examples", type=int, default=0, help="replies shown per arm")
     parser.add_argument("--raw", type=int, default=0, help="raw replies shown per arm")

@@ -9,7 +9,8 @@ learned (:class:`CanaryRecord`), and the planner allows a merged plan only while
 at or above ``MergePolicy.min_agreement``.
 
 What the measure can see: a merged answer that is a non-answer, off-topic, another item's
-answer, or cut short, where the solo answer is not. What it cannot: a model that is wrong
+answer, empty, or cut short, where the solo answer is not. Structured (JSON) answers are
+compared by the words of their values, not their keys. What it cannot: a model that is wrong
 the same way alone and merged agrees with itself; and two correct answers worded very
 differently (long free text, sampled at a high temperature) can fall under the overlap
 threshold and read as a disagreement, which errs towards asking alone.
@@ -17,8 +18,11 @@ threshold and read as a disagreement, which errs towards asking alone.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ._policy import MergePolicy
 
@@ -31,12 +35,39 @@ _PRIOR = 1.0  # canaries' worth of assumed agreement before any is compared
 
 def overlap(a: str, b: str) -> float:
     """Jaccard overlap of the two texts' sets of words (case-folded, punctuation dropped):
-    1.0 for texts equal once normalised, 0.0 for texts with no word in common."""
-    words_a = set(_WORD.findall(a.casefold()))
-    words_b = set(_WORD.findall(b.casefold()))
+    1.0 for texts equal once normalised, 0.0 for texts with no word in common. A text that
+    is a JSON object or array (a structured answer) counts the words of its values only:
+    its keys are the schema's, the same in every answer, and would make an empty
+    ``{"answer": ""}`` agree with ``{"answer": "Paris"}``."""
+    words_a = _words(a)
+    words_b = _words(b)
     if words_a == words_b:
         return 1.0
     return len(words_a & words_b) / len(words_a | words_b)
+
+
+def _words(text: str) -> set[str]:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            return set(_WORD.findall(" ".join(_values(value)).casefold()))
+    return set(_WORD.findall(text.casefold()))
+
+
+def _values(value: Any) -> Iterator[str]:
+    """The scalar values of a JSON value, as text, keys left out."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _values(item)
+    elif value is not None:
+        yield str(value)
 
 
 def agrees(merged: str, alone: str, threshold: float) -> bool:

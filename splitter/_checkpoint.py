@@ -3,7 +3,9 @@
 The lines of both files, in either format (splitter's own or OpenAI's Batch API), are
 ``_file_lines``'s. Ids are strings or integers, unique (a Batch API line's ``custom_id`` is
 its id). The whole input is checked before any request: a malformed line, a missing field
-or a repeated id is an ``InvalidInputError`` naming the line. Output lines are appended as
+or a repeated id is an ``InvalidInputError`` naming the line, or, with ``skip_invalid``, a
+line left out of the run (``Checked.invalid``: never asked, never written, so a rerun
+leaves it out again) and named in ``Checked.reasons``. Output lines are appended as
 answers finish; each line is written whole and flushed to the operating system at once (a
 killed process loses nothing written), and fsynced every ``sync_every`` lines or
 ``sync_seconds`` seconds and at the end (what survives a power cut).
@@ -40,7 +42,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from ._clock import now
 from ._exceptions import InvalidInputError
@@ -56,6 +58,7 @@ from ._questions import Answer, Question
 from ._retry import fails_every_request
 
 __all__ = [
+    "Checked",
     "Checkpoint",
     "FileRun",
     "answered_ids",
@@ -68,28 +71,53 @@ __all__ = [
 ]
 
 Check = Callable[[int, object], Question]
+LISTED = 20  # the malformed lines named one by one; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
 class FileRun:
     """What ``Splitter.run_file`` did: the input's questions, those already answered in
-    the output when it started, and those answered or failed in this run."""
+    the output when it started, and those answered or failed in this run; with
+    ``skip_invalid``, the malformed lines left out (``skipped_invalid``, not counted in
+    ``questions``) and the first 20 of them named with their reasons (``invalid``)."""
 
     questions: int
     skipped: int
     answered: int
     failed: int
+    skipped_invalid: int = 0
+    invalid: tuple[str, ...] = ()
 
 
-def _lines(path: Path) -> Generator[tuple[int, str], None, None]:
+class Checked(NamedTuple):
+    """The input checked: its questions' ids, the numbers of the malformed lines left out
+    (``skip_invalid``), and the first ``LISTED`` of those named with their reasons."""
+
+    ids: set[str]
+    invalid: frozenset[int]
+    reasons: tuple[str, ...]
+
+
+def _texts(path: Path) -> Generator[tuple[int, str | None], None, None]:
+    """The input's non-blank lines and their numbers; None for a line that is not UTF-8."""
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise InvalidInputError(f"{path.name} line {number}: not UTF-8 text") from None
+                yield number, None
+                continue
             if line.strip():
                 yield number, line
+
+
+def _lines(path: Path, leave_out: frozenset[int]) -> Generator[tuple[int, str], None, None]:
+    for number, line in _texts(path):
+        if number in leave_out:
+            continue
+        if line is None:
+            raise InvalidInputError(f"{path.name} line {number}: not UTF-8 text")
+        yield number, line
 
 
 def count_answers(path: Path) -> tuple[int, int]:
@@ -119,39 +147,68 @@ def count_answers(path: Path) -> tuple[int, int]:
 def file_model(path: Path) -> str | None:
     """The model the input's first Batch API line names in its body, if one does (a run
     given no model asks that one)."""
-    with closing(_lines(path)) as lines:
+    with closing(_texts(path)) as lines:
         for _, line in lines:
-            if (model := body_model(line)) is not None:
+            if line is not None and (model := body_model(line)) is not None:
                 return model
     return None
 
 
-def checked_questions(path: Path, check: Check, model: str | None) -> set[str]:
+def checked_questions(path: Path, check: Check, model: str | None, skip_invalid: bool) -> Checked:
     """Read the whole input once and check every line (as ``check`` checks a question,
-    too); the questions' ids (kept, and only they, to find repeats). ``model`` is the
-    run's: a Batch API body naming another is refused."""
+    too), keeping the questions' ids (and only they, to find repeats). ``model`` is the
+    run's: a Batch API body naming another is refused. A malformed line is an
+    ``InvalidInputError``, or, with ``skip_invalid``, left out and named."""
     seen: dict[str, int] = {}
-    for number, line in _lines(path):
-        count = len(seen)
-        question, field = read_input_line(number, line, path.name, model)
+    invalid: set[int] = set()
+    reasons: list[str] = []
+    for number, line in _texts(path):
         try:
-            check(count, question)
+            key = _checked_line(path, number, line, check, len(seen), model)
+            if key in seen:
+                raise InvalidInputError(
+                    f"{path.name} line {number}: id {key} repeats line {seen[key]}"
+                )
         except InvalidInputError as exc:
-            reason = str(exc).replace(f"questions[{count}].params", field, 1)
-            reason = reason.replace(f"questions[{count}]", "the question", 1)
-            raise InvalidInputError(f"{path.name} line {number}: {reason}") from None
-        assert question.id is not None
-        if question.id in seen:
-            raise InvalidInputError(
-                f"{path.name} line {number}: id {question.id} repeats line {seen[question.id]}"
-            )
-        seen[question.id] = number
-    return set(seen)
+            if not skip_invalid:
+                raise InvalidInputError(f"{exc}{_SKIP_HINT}") from None
+            invalid.add(number)
+            if len(reasons) < LISTED:
+                reasons.append(str(exc))
+            continue
+        seen[key] = number
+    return Checked(set(seen), frozenset(invalid), tuple(reasons))
 
 
-def pending_questions(path: Path, done: set[str], model: str | None) -> Iterator[Question]:
-    """The input's questions not answered yet, read lazily (the file was checked)."""
-    with closing(_lines(path)) as lines:
+_SKIP_HINT = (
+    "; nothing was asked (skip_invalid=True, or splitter run --skip-invalid, answers the "
+    "other lines and names each malformed one)"
+)
+
+
+def _checked_line(
+    path: Path, number: int, line: str | None, check: Check, count: int, model: str | None
+) -> str:
+    """Line ``number``'s question id, once the line is checked as a question."""
+    if line is None:
+        raise InvalidInputError(f"{path.name} line {number}: not UTF-8 text")
+    question, field = read_input_line(number, line, path.name, model)
+    try:
+        check(count, question)
+    except InvalidInputError as exc:
+        reason = str(exc).replace(f"questions[{count}].params", field, 1)
+        reason = reason.replace(f"questions[{count}]", "the question", 1)
+        raise InvalidInputError(f"{path.name} line {number}: {reason}") from None
+    assert question.id is not None
+    return question.id
+
+
+def pending_questions(
+    path: Path, done: set[str], model: str | None, leave_out: frozenset[int] = frozenset()
+) -> Iterator[Question]:
+    """The input's questions not answered yet, read lazily (the file was checked), less
+    the lines numbered in ``leave_out`` (those it found malformed)."""
+    with closing(_lines(path, leave_out)) as lines:
         for number, line in lines:
             question = read_input_line(number, line, path.name, model).question
             if question.id not in done:

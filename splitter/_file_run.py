@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ._checkpoint import (
+    Checked,
     Checkpoint,
     FileRun,
     answered_ids,
@@ -35,11 +36,14 @@ __all__ = ["FileSettings", "Prepared", "WorkerShare", "prepare_file", "run_file"
 class WorkerShare(NamedTuple):
     """Worker ``worker`` (from 0) of ``workers`` answers every ``workers``-th question not
     answered in the first ``done_bytes`` bytes of the output (what the parent checked
-    before starting the workers; it appends to it while they run), into its own part file."""
+    before starting the workers; it appends to it while they run), into its own part file,
+    never reading the input lines numbered in ``leave_out`` (those the parent found
+    malformed and skips)."""
 
     worker: int
     workers: int
     done_bytes: int
+    leave_out: frozenset[int] = frozenset()
 
 
 class FileSettings(NamedTuple):
@@ -51,6 +55,7 @@ class FileSettings(NamedTuple):
     sync_seconds: float
     output_format: OutputFormat = "splitter"
     share: WorkerShare | None = None
+    skip_invalid: bool = False
 
 
 class Prepared(NamedTuple):
@@ -63,6 +68,7 @@ class Prepared(NamedTuple):
     questions: int
     done: set[str]
     skipped: int
+    checked: Checked
 
 
 def prepare_file(
@@ -81,11 +87,11 @@ def prepare_file(
     def check(index: int, item: object) -> Question:
         return map_item(index, item, policy=session.policy, model=chosen_model)
 
-    ids = checked_questions(source, check, chosen_model)
+    checked = checked_questions(source, check, chosen_model, settings.skip_invalid)
     checkpoint = Checkpoint(target, sync_every=1, sync_seconds=1.0, lines=lines)
     done = checkpoint.resume(retry_failed=settings.retry_failed)
-    skipped = len(done & ids)
-    return Prepared(source, target, chosen_model, lines, len(ids), done, skipped)
+    skipped = len(done & checked.ids)
+    return Prepared(source, target, chosen_model, lines, len(checked.ids), done, skipped, checked)
 
 
 async def run_file(
@@ -100,17 +106,19 @@ async def run_file(
 ) -> FileRun:
     """Answer ``questions`` into ``out`` (see :meth:`Splitter.arun_file`); ``hooks`` are the
     call's ``on_event`` and ``progress``."""
-    window, _, sync_every, sync_seconds, _, share = settings
+    window, _, sync_every, sync_seconds, _, share, _ = settings
+    checked = Checked(set(), frozenset(), ())
     if share is None:
         prepared = prepare_file(session, questions, out, model, settings)
-        source, target, chosen_model, lines, total, done, skipped = prepared
-        pending: Iterator[Question] = pending_questions(source, done, chosen_model)
+        source, target, chosen_model, lines, total, done, skipped, checked = prepared
+        pending: Iterator[Question] = pending_questions(source, done, chosen_model, checked.invalid)
     else:  # a worker: the parent checked the input and resumed the output
         source, target = Path(questions), Path(out)
         chosen_model = _model(session, model, source)
         lines = output_lines(settings.output_format, chosen_model)
         done = answered_ids(target, lines, share.done_bytes) if share.done_bytes else set()
-        pending = _share_of(pending_questions(source, done, chosen_model), share)
+        pending = pending_questions(source, done, chosen_model, share.leave_out)
+        pending = _share_of(pending, share)
         target = part_path(target, share.worker)
         total = skipped = 0
     checkpoint = Checkpoint(target, sync_every=sync_every, sync_seconds=sync_seconds, lines=lines)
@@ -133,7 +141,8 @@ async def run_file(
                 answered += answer.ok
                 failed += not answer.ok
     total = total if share is None else answered + failed
-    return FileRun(questions=total, skipped=skipped, answered=answered, failed=failed)
+    invalid = len(checked.invalid)
+    return FileRun(total, skipped, answered, failed, invalid, checked.reasons)
 
 
 def _share_of(pending: Iterator[Question], share: WorkerShare) -> Iterator[Question]:

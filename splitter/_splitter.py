@@ -120,8 +120,7 @@ class Splitter:
         ``Policy.decompose`` says so and it is priced worth it), then sent like
         :meth:`aask_many`'s questions — each with the prompt's shared preamble and
         postscript, dependent parts after the answers they need — and put back together
-        under the prompt's own numbering. A prompt that is one question is one request.
-        """
+        under the prompt's own numbering. A prompt that is one question is one request."""
         answer = self._session.answer_prompt
         return await answer(prompt, None, model, system, raise_on_error, params)
 
@@ -271,22 +270,21 @@ class Splitter:
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
         output_format: Literal["splitter", "batch"] = "splitter",
+        skip_invalid: bool = False,
         **params: Any,
     ) -> FileRun:
         """Answer a JSONL file of questions into a JSONL file of answers, resumably.
 
-        Input lines are splitter's (``{"id": ..., "question": ...}``, optional fields) or
-        OpenAI Batch API request lines, all checked before any request (no ``model``: the
-        bodies'). Each answer is appended to ``out`` as it finishes (``output_format="batch"``:
-        a Batch API output line), flushed, fsynced every ``sync_every`` lines or
-        ``sync_seconds``. Rerun after a crash: answered ids are skipped, failed ones asked again
-        (``retry_failed=False`` keeps their errors). An ``out`` holding other lines, or naming
-        the input, is an ``InvalidInputError``, neither file changed. Memory stays bounded by
-        ``window`` plus the ids; ``progress=True``: a bar over the file.
-        """
+        Lines: splitter's (``{"id": ..., "question": ...}``) or Batch API requests (no ``model``:
+        the bodies'), all checked first: a malformed one is an ``InvalidInputError``, or, with
+        ``skip_invalid=True``, left out and named in the ``FileRun``. Answers are appended to
+        ``out`` as they finish (``output_format="batch"``: Batch API lines), fsynced every
+        ``sync_every`` lines or ``sync_seconds``. A rerun skips answered ids, asks failed ones
+        again (``retry_failed=False`` keeps them). An ``out`` with other lines is refused."""
         settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
-        hooks = (on_event, progress)
-        return await run_file(self._session, questions, out, model, system, settings, hooks, params)
+        settings = settings._replace(skip_invalid=skip_invalid)
+        hooks, session = (on_event, progress), self._session
+        return await run_file(session, questions, out, model, system, settings, hooks, params)
 
     def run_file(
         self,
@@ -302,10 +300,12 @@ class Splitter:
         on_event: EventHook | None = None,
         progress: bool | Progress = False,
         output_format: Literal["splitter", "batch"] = "splitter",
+        skip_invalid: bool = False,
         **params: Any,
     ) -> FileRun:
         """The sync twin of :meth:`arun_file`."""
         settings = FileSettings(window, retry_failed, sync_every, sync_seconds, output_format)
+        settings = settings._replace(skip_invalid=skip_invalid)
         hooks, session = (on_event, progress), self._session
         return call_sync(run_file, session, questions, out, model, system, settings, hooks, params)
 

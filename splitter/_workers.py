@@ -1,10 +1,12 @@
 """``splitter run --workers N``: one file answered by N processes on one budget and one output.
 
 The parent checks the whole input and resumes the output first (``prepare_file``: a
-malformed line is refused before any worker starts, as with one process), then starts N
-workers, each the same ``splitter run`` command line with a hidden ``--worker-share
-K/N/BYTES``: worker K answers every N-th question not answered in the first BYTES bytes of
-the output, into its own part file (``_checkpoint.part_path``). The parent appends the
+malformed line is refused before any worker starts, as with one process; with
+``--skip-invalid`` their numbers go to the workers in a file, the hidden
+``--worker-leave-out``, and no worker reads those lines), then starts N workers, each the
+same ``splitter run`` command line with a hidden ``--worker-share K/N/BYTES``: worker K
+answers every N-th question not answered in the first BYTES bytes of the output, into its
+own part file (``_checkpoint.part_path``). The parent appends the
 parts' complete lines to the output as they arrive and removes the parts at the end; a run
 cut short leaves them, and the next run folds them in first (``Checkpoint.resume``), so no
 answer written by any worker is lost or written twice.

@@ -27,6 +27,12 @@ BATCHES = 30
         pytest.param("a b c d", "a b c e", 3 / 5, id="one-word-swapped"),
         pytest.param(NON_ANSWER, "The capital of Spain is Madrid", 0.0, id="non-answer"),
         pytest.param("", "", 1.0, id="both-empty"),
+        pytest.param('{"answer": ""}', '{\n  "answer": "Paris"\n}', 0.0, id="json-empty"),
+        pytest.param(
+            '{"answer": "Paris", "n": 2}', '{"n": 2, "answer": "paris."}', 1.0, id="json-values"
+        ),
+        pytest.param('[{"a": "x y"}]', '{"b": ["x", null, "z"]}', 1 / 3, id="json-nested"),
+        pytest.param("{not json} Paris", "{not json} Lyon", 1 / 2, id="not-json-is-text"),
     ],
 )
 def test_overlap_is_jaccard_of_normalised_words(merged: str, alone: str, share: float) -> None:

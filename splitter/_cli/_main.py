@@ -32,7 +32,8 @@ service's rate limits."""
 EXIT_STATUS = """\
 exit status:
   0    done: every question answered
-  1    done, but some questions failed (their errors are printed, or written to --out)
+  1    done, but some questions failed (their errors are printed, or written to --out),
+       or `run --skip-invalid` skipped malformed lines (each is named)
   2    the command line or an input file is wrong: an unknown command or option, a bad
        option value, a missing or malformed input file, no API key
   3    the service cannot be used: the base URL never answered (wrong address, server
@@ -191,7 +192,14 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the rate-limit budget in this Redis (redis:// URL), shared with every "
         "process on the key (default: in this process; with --workers, 1/N of the limits each)",
     )
+    run.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="answer the valid lines and skip each malformed one, naming it (exit status 1), "
+        "rather than refuse the whole file before asking anything",
+    )
     run.add_argument("--worker-share", type=_run.worker_share, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--worker-leave-out", default=None, help=argparse.SUPPRESS)
     run.add_argument(
         "--output-format",
         choices=["splitter", "batch"],

@@ -9,13 +9,16 @@ is this command with a hidden ``--worker-share``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import shlex
 import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 retry_failed=not args.keep_failed,
                 progress=progress,
                 output_format=args.output_format,
+                skip_invalid=args.skip_invalid,
                 **params,
             )
 
@@ -73,12 +77,23 @@ def _policy(args: argparse.Namespace, concurrency: int) -> Policy:
 
 
 def _summary(args: argparse.Namespace, done: FileRun) -> int:
+    for reason in done.invalid:
+        print(f"splitter run: skipped {reason}", file=sys.stderr)
+    if (unnamed := done.skipped_invalid - len(done.invalid)) > 0:
+        print(f"splitter run: skipped {unnamed} more malformed lines", file=sys.stderr)
     print(
         f"{done.questions} questions: {done.skipped} already in {args.out}, "
         f"{done.answered} answered now, {done.failed} failed",
         file=sys.stderr,
     )
-    return 0 if done.failed == 0 else 1
+    if done.skipped_invalid:
+        lines = "line" if done.skipped_invalid == 1 else "lines"
+        print(
+            f"splitter run: {done.skipped_invalid} {lines} skipped (not valid questions); "
+            "fix them and run the same command again to answer them too",
+            file=sys.stderr,
+        )
+    return 0 if done.failed == 0 and not done.skipped_invalid else 1
 
 
 def _interrupted(args: argparse.Namespace) -> int:
@@ -95,18 +110,27 @@ def _parent(args: argparse.Namespace) -> int:
     """Check and resume once here, then let ``--workers`` processes answer the rest."""
     key = api_key(args)
     settings = FileSettings(args.window, not args.keep_failed, 100, 1.0, args.output_format)
+    settings = settings._replace(skip_invalid=args.skip_invalid)
     checker = Splitter(policy=_policy(args, args.concurrency))._session
     prepared = prepare_file(checker, args.questions, args.out, args.model, settings)
     pending = prepared.questions - prepared.skipped
     count = min(args.workers, max(pending, 1))
     command = [*_WORKER_START, *_worker_words(args, prepared.model, count)]
     env = {**os.environ, "OPENAI_API_KEY": key}  # never on a command line (ps shows those)
-    outcome = run_workers(prepared, command, count, env)
+    with _leave_out(prepared.checked.invalid) as words:
+        outcome = run_workers(prepared, [*command, *words], count, env)
     for message in dict.fromkeys(outcome.messages):  # each once, in order
         print(message, file=sys.stderr)
     if outcome.interrupted or 130 in outcome.statuses:
         return _interrupted(args)
-    done = FileRun(prepared.questions, prepared.skipped, outcome.answered, outcome.failed)
+    done = FileRun(
+        prepared.questions,
+        prepared.skipped,
+        outcome.answered,
+        outcome.failed,
+        len(prepared.checked.invalid),
+        prepared.checked.reasons,
+    )
     killed = [status for status in outcome.statuses if status < 0]
     for status in (3, 2):
         if status in outcome.statuses:
@@ -124,6 +148,19 @@ def _parent(args: argparse.Namespace) -> int:
 
 
 _WORKER_START = [sys.executable, "-m", "splitter", "run"]
+
+
+@contextlib.contextmanager
+def _leave_out(numbers: frozenset[int]) -> Iterator[list[str]]:
+    """The workers' hidden ``--worker-leave-out FILE``: the numbers of the lines the parent
+    found malformed, in a file (too many, perhaps, for a command line) kept while they run."""
+    if not numbers:
+        yield []
+        return
+    with tempfile.NamedTemporaryFile("w", prefix="splitter-leave-out-", suffix=".txt") as file:
+        file.write("".join(f"{number}\n" for number in sorted(numbers)))
+        file.flush()
+        yield ["--worker-leave-out", file.name]
 
 
 def _worker_words(args: argparse.Namespace, model: str, count: int) -> list[str]:
@@ -148,7 +185,10 @@ def _worker_words(args: argparse.Namespace, model: str, count: int) -> list[str]
 def _worker(args: argparse.Namespace) -> int:
     """One worker: its share of the questions into its part file; quiet but for errors."""
     index, count, done_bytes = args.worker_share
-    share = WorkerShare(index, count, done_bytes)
+    leave_out = frozenset[int]()
+    if args.worker_leave_out is not None:
+        leave_out = frozenset(map(int, Path(args.worker_leave_out).read_text().split()))
+    share = WorkerShare(index, count, done_bytes, leave_out)
     policy = _policy(args, args.concurrency)
     key = api_key(args)
     params = structured_params(args.response_format)
