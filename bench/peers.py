@@ -20,7 +20,9 @@ token-bucket limiter, with x-ratelimit headers); (c) ``faults``: 1,000 questions
 requests failing (10% 500, 10% 503). Requests and 429s are counted at the HTTP layer
 (an httpx event hook on the client each arm uses); "wrong" counts answers whose first word
 (the simulator's ``answer_tag``) belongs to another question; CPU is this process's CPU
-time. Medians over ``--rounds`` rounds, the arms' order rotated each round.
+time. Medians over ``--rounds`` rounds, the arms' order rotated each round; each round's wall
+time, the most 429s and the fewest answers of any round are shown too (a median hides a
+round that went over the limit).
 
 The peers are optional bench dependencies, never runtime ones::
 
@@ -443,16 +445,20 @@ def main(argv: list[str] | None = None) -> int:
                     row[name].error = f"{type(exc).__name__}: {exc}"[:120]
     med = statistics.median
     print(f"openai {openai.__version__}; n={len(workloads(args.scale, 1)[1].questions)}")
-    print("| workload | arm | wall s | requests | 429s | answered | wrong owner | CPU s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| workload | arm | wall s | requests | 429s | answered | wrong owner | CPU s "
+        "| wall s, each round | 429s, most | answered, fewest |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for c in cells:
         if c.error or not c.wall:
-            print(f"| {c.workload} | {c.arm} | error: {c.error} ||||||")
+            print(f"| {c.workload} | {c.arm} | error: {c.error} |||||||||")
             continue
         print(
             f"| {c.workload} | {c.arm} | {med(c.wall):.2f} | {med(c.requests):.0f} "
             f"| {med(c.too_many):.0f} | {med(c.answered):.0f} | {med(c.wrong):.0f} "
-            f"| {med(c.cpu):.2f} |"
+            f"| {med(c.cpu):.2f} | {' '.join(f'{x:.2f}' for x in c.wall)} "
+            f"| {max(c.too_many)} | {min(c.answered)} |"
         )
     explained = [c for c in cells if c.why]
     if explained:
