@@ -20,7 +20,9 @@ token-bucket limiter, with x-ratelimit headers); (c) ``faults``: 1,000 questions
 requests failing (10% 500, 10% 503). Requests and 429s are counted at the HTTP layer
 (an httpx event hook on the client each arm uses); "wrong" counts answers whose first word
 (the simulator's ``answer_tag``) belongs to another question; CPU is this process's CPU
-time. Medians over ``--rounds`` rounds, the arms' order rotated each round.
+time. Medians over ``--rounds`` rounds, the arms' order rotated each round; each round's wall
+time, the most 429s and the fewest answers of any round are shown too (a median hides a
+round that went over the limit).
 
 The peers are optional bench dependencies, never runtime ones::
 
@@ -28,6 +30,13 @@ The peers are optional bench dependencies, never runtime ones::
     python bench/peers.py [--rounds 3] [--scale 1.0] [--json PATH]
 
 ``--scale`` multiplies the question counts of (b) and (c) (0.05 for a smoke run).
+``--workloads`` and ``--arms`` pick a subset (one workload per invocation keeps a full-size
+run under ~6 minutes on 2 loaded cores: litellm's arm alone takes ~30 s a cell there).
+``--why`` adds a table of where splitter's time went, from its events (time to plan, rate
+waits, retry backoffs, the tail after the last first attempt); ``--profile DIR`` writes a
+cProfile of every cell (which slows every arm: not for the main table). The optional arm
+``splitter-scaled`` (``--arms splitter,splitter-scaled,...``) is splitter with its retry
+waits multiplied by the simulator's time scale, as the cookbook's 15 s cool-down is.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import importlib
 import json
 import os
@@ -55,8 +65,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from overhead import sim_process
 
-from splitter import Limits, Policy, Splitter
+from splitter import Limits, Policy, RetryPolicy, Splitter
 from splitter._compat import http_module
+from splitter.events import (
+    BatchPlanned,
+    RateLimitWait,
+    RequestFinished,
+    RequestStarted,
+    RetryScheduled,
+)
 from splitter.sim import answer_tag
 
 MODEL = "gpt-4o-mini"
@@ -68,6 +85,7 @@ class Counter:
 
     requests: int = 0
     too_many: int = 0
+    events: list[Any] | None = None  # splitter's events, with --why
 
     async def hook(self, response: Any) -> None:
         if response.request.url.path.endswith("/chat/completions"):
@@ -106,6 +124,7 @@ class Cell:
     too_many: list[int] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)
+    why: list[dict[str, float]] = field(default_factory=list)
     error: str | None = None
 
 
@@ -120,8 +139,26 @@ def _openai(base_url: str, counter: Counter, retries: int) -> openai.AsyncOpenAI
 
 
 async def arm_splitter(base_url: str, w: Workload, counter: Counter, scale: float) -> Answers:
+    return await _splitter(base_url, w, counter, Policy(limits=Limits(max_concurrency=64)))
+
+
+async def arm_splitter_scaled(
+    base_url: str, w: Workload, counter: Counter, scale: float
+) -> Answers:
+    """Splitter with its retry waits scaled by the simulator's time scale, as the cookbook's
+    cool-down is (not a default arm: ``--arms splitter-scaled``)."""
+    d = RetryPolicy()
+    retry = RetryPolicy(
+        initial_wait=d.initial_wait * scale, max_wait=d.max_wait * scale, jitter=d.jitter * scale
+    )
+    policy = Policy(limits=Limits(max_concurrency=64), retry=retry)
+    return await _splitter(base_url, w, counter, policy)
+
+
+async def _splitter(base_url: str, w: Workload, counter: Counter, policy: Policy) -> Answers:
     client = _openai(base_url, counter, 0)
-    splitter = Splitter(client, policy=Policy(limits=Limits(max_concurrency=64)))
+    hook = None if counter.events is None else counter.events.append
+    splitter = Splitter(client, policy=policy, on_event=hook)
     result = await splitter.aask_many(w.questions, model=MODEL)
     return [a.text for a in result.answers]
 
@@ -262,6 +299,7 @@ async def arm_langchain(base_url: str, w: Workload, counter: Counter, scale: flo
 
 ARMS: dict[str, Arm] = {
     "splitter": arm_splitter,
+    "splitter-scaled": arm_splitter_scaled,
     "gather": arm_gather,
     "cookbook": arm_cookbook,
     "litellm": arm_litellm,
@@ -312,13 +350,53 @@ def score(w: Workload, answers: Answers) -> tuple[int, int]:
     return right, wrong
 
 
-def run_cell(cell: Cell, w: Workload, arm: Arm, time_scale: float) -> None:
+def why(log: list[Any]) -> dict[str, float]:
+    """Where a splitter run's time went, from its events (``--why``)."""
+    first = log[0].at
+    planned = next(e for e in log if isinstance(e, BatchPlanned))
+    starts = [e for e in log if isinstance(e, RequestStarted)]
+    ends = [e.at for e in log if isinstance(e, RequestFinished)]
+    waits = [e.seconds for e in log if isinstance(e, RateLimitWait)]
+    backoffs = [e.wait for e in log if isinstance(e, RetryScheduled)]
+    last_first = max((e.at for e in starts if e.attempt == 1), default=first)
+    return {
+        "planned requests": planned.requests,
+        "plan s": planned.at - first,
+        "first start s": starts[0].at - first if starts else 0.0,
+        "start spread s": last_first - (starts[0].at if starts else first),
+        "rate waits": len(waits),
+        "rate wait sum s": sum(waits),
+        "retries": len(backoffs),
+        "backoff sum s": sum(backoffs),
+        "tail s": max(ends, default=last_first) - last_first,
+    }
+
+
+def run_cell(
+    cell: Cell,
+    w: Workload,
+    arm: Arm,
+    time_scale: float,
+    *,
+    explain: bool = False,
+    profile: Path | None = None,
+) -> None:
     scale = time_scale if w.name != "seeds" else 1.0
-    counter = Counter()
+    counter = Counter(events=[] if explain and cell.arm.startswith("splitter") else None)
+    profiler = cProfile.Profile() if profile is not None else None
     with sim(w.sim_args) as url:
         cpu0, t0 = time.process_time(), time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         answers = asyncio.run(arm(url, w, counter, scale))
+        if profiler is not None:
+            profiler.disable()
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    if profiler is not None and profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(profile / f"{w.name}-{cell.arm}-{len(cell.wall)}.prof")
+    if counter.events:
+        cell.why.append(why(counter.events))
     right, wrong = score(w, answers)
     cell.wall.append(wall)
     cell.cpu.append(cpu)
@@ -336,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default="", help="comma-separated subset")
     parser.add_argument("--workloads", default="", help="comma-separated subset")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--why", action="store_true", help="splitter's events: where its time went")
+    parser.add_argument(
+        "--profile", type=Path, help="cProfile each cell into this folder (slows every arm)"
+    )
     args = parser.parse_args(argv)
     names = args.arms.split(",") if args.arms else available_arms()
     cells: list[Cell] = []
@@ -351,22 +433,42 @@ def main(argv: list[str] | None = None) -> int:
                 if row[name].error:
                     continue
                 try:
-                    run_cell(row[name], w, ARMS[name], args.time_scale)
+                    run_cell(
+                        row[name],
+                        w,
+                        ARMS[name],
+                        args.time_scale,
+                        explain=args.why,
+                        profile=args.profile,
+                    )
                 except Exception as exc:
                     row[name].error = f"{type(exc).__name__}: {exc}"[:120]
     med = statistics.median
     print(f"openai {openai.__version__}; n={len(workloads(args.scale, 1)[1].questions)}")
-    print("| workload | arm | wall s | requests | 429s | answered | wrong owner | CPU s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| workload | arm | wall s | requests | 429s | answered | wrong owner | CPU s "
+        "| wall s, each round | 429s, most | answered, fewest |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for c in cells:
         if c.error or not c.wall:
-            print(f"| {c.workload} | {c.arm} | error: {c.error} ||||||")
+            print(f"| {c.workload} | {c.arm} | error: {c.error} |||||||||")
             continue
         print(
             f"| {c.workload} | {c.arm} | {med(c.wall):.2f} | {med(c.requests):.0f} "
             f"| {med(c.too_many):.0f} | {med(c.answered):.0f} | {med(c.wrong):.0f} "
-            f"| {med(c.cpu):.2f} |"
+            f"| {med(c.cpu):.2f} | {' '.join(f'{x:.2f}' for x in c.wall)} "
+            f"| {max(c.too_many)} | {min(c.answered)} |"
         )
+    explained = [c for c in cells if c.why]
+    if explained:
+        keys = list(explained[0].why[0])
+        print()
+        print("| splitter, medians | " + " | ".join(keys) + " |")
+        print("|---|" + "---:|" * len(keys))
+        for c in explained:
+            values = [med([r[k] for r in c.why]) for k in keys]
+            print(f"| {c.workload} {c.arm} | " + " | ".join(f"{v:.2f}" for v in values) + " |")
     if args.json:
         args.json.write_text(json.dumps([asdict(c) for c in cells], indent=2))
     return 0
