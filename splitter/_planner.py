@@ -349,6 +349,7 @@ def _price(
     the shared prefix's tokens, when the rest wait for the first's first token (``_primed``)."""
     order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
+    waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
     if primed is not None or len(order) <= _FLUID_UP_TO:
         inputs: list[float] = [g.input_tokens for g in order]
         outputs = [g.output_tokens for g in order]
@@ -366,7 +367,7 @@ def _price(
         finishes=tuple(finishes),
         latency=max(finishes),
         cost=cost,
-        budget_wait=max(ready),
+        budget_wait=waited,
         primed=primed is not None,
     )
 

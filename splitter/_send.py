@@ -290,6 +290,7 @@ class Sender:
             Observation(
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
+                cached_tokens=min(completion.usage.cached_tokens, completion.usage.prompt_tokens),
                 latency=completion.elapsed,
                 concurrency=shared[None][0][1],
                 queue=shared,
