@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from splitter import InvalidInputError, Limits, Policy, Question, Splitter
-from splitter.sim import Profile, SimService
+from splitter.sim import Faults, Profile, SimService
 from splitter.testing import open_sim_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
@@ -60,3 +60,40 @@ async def test_primed_needs_one_shared_prefix() -> None:
             await splitter_.aask_many(["A?", Question(text="B?", system="Other.")], context=DOC)
         one = await splitter_.aask_many(["Only?"], context=DOC)
     assert one.stats.failed == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_primed_fan_out_retries_as_usual_and_loses_nothing(seed: int) -> None:
+    """500s and streams cut short (the head is streamed to see its first token): every
+    question is answered, in input order, the same answers as without faults."""
+    faulty = SimService(
+        _service().profile, faults=Faults(rate_500=0.3, rate_truncate=0.2), seed=seed
+    )
+    async with open_sim_client(faulty) as client:
+        result = await Splitter(client, policy=_policy("primed"), model="m").aask_many(
+            QUESTIONS, context=DOC
+        )
+    _, clean, _, _ = await _run("primed")
+    assert result.stats.failed == 0
+    assert [a.text for a in result] == clean
+    assert result.stats.retries == result.stats.requests - len(QUESTIONS)
+    assert result.stats.retries >= 1
+    assert result.plan is not None
+    assert result.plan.chosen.primed
+
+
+async def test_primed_fan_out_streams_in_order() -> None:
+    """Streamed (ordered): the first answer is delivered live, the followers read the
+    context from the cache and come out after it in input order."""
+    async with open_sim_client(_service()) as client:
+        splitter_ = Splitter(client, policy=_policy("primed"), model="m")
+        async with splitter_.astream(QUESTIONS, context=DOC) as events:
+            _ = [event async for event in events]
+            result = events.result
+    assert result is not None
+    assert result.stats.failed == 0
+    _, clean, _, _ = await _run("primed")
+    assert [a.text for a in result] == clean
+    cached = [a.usage.cached_tokens for a in result]
+    assert cached[0] == 0
+    assert all(c >= 1_200 for c in cached[1:])
