@@ -350,7 +350,7 @@ def _price(
     order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
     waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
-    if primed is not None or len(order) <= _FLUID_UP_TO:
+    if primed is not None or estimate.prefill_share or len(order) <= _FLUID_UP_TO:
         inputs: list[float] = [g.input_tokens for g in order]
         outputs = [g.output_tokens for g in order]
         if primed is not None:
