@@ -155,7 +155,8 @@ class Account:
         booked 60 ms apart can leave 10 ms apart, which a leaky bucket with no burst
         refuses. This spacing is kept at the wire as well (see :meth:`depart_wait`): the
         429 search's rate, a stated rate where no burst is carried, and slow start's
-        spacing in its current wave (a stated rate's saved-up burst is not held back).
+        spacing in its current wave before the first answer (a stated rate's saved-up
+        burst is not held back).
         """
         gaps = [0.0]
         if self.probe.rate is not None:
@@ -163,7 +164,10 @@ class Account:
         pace = self.requests.pace
         if pace is not None and self.requests.pacer_level(now) < 1.0:
             gaps.append(1 / pace)  # at the pace, with no credit saved up for a burst
-        if not self.evidence and self.started is not None:
+        if not self.evidence and self.started is not None and not self.answers:
+            # Before the first answer, as the booking does (no catching up); after it, an
+            # overdue wave goes at once at the booking, and the wire does not space it
+            # either (a regression: 5 requests of a late wave left 12.5 ms apart).
             wave = max(0, math.ceil(math.log2(self.sent + 1)) - 1)
             if wave < _SLOW_START_END:
                 gaps.append(SLOW_START_STEP / (1 << wave))
