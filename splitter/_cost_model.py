@@ -23,6 +23,20 @@ class ServiceEstimate:
     tpot1: float
     beta: float
     slots: int | None = None  # sequences the server runs at once; None: no limit seen
+    # Concurrent prefills share the engine's compute: with p prefilling at once each goes
+    # 1 + prefill_share * (p - 1) times slower (0: independent, 1: compute-bound).
+    prefill_share: float = 0.0
+    # Prompt tokens per second for a prefix the engine's cache holds; None: no cache seen
+    # (cached tokens cost what the others do).
+    cached_rate: float | None = None
+
+    def prefill(self, input_tokens: float, cached_tokens: float = 0.0) -> float:
+        """Seconds one request's prefill takes alone, ``cached_tokens`` of its input
+        served from the engine's prefix cache."""
+        if self.cached_rate is None or cached_tokens <= 0:
+            return self.ttft0 + input_tokens / self.prefill_rate
+        fresh = max(0.0, input_tokens - cached_tokens)
+        return self.ttft0 + fresh / self.prefill_rate + cached_tokens / self.cached_rate
 
     def tpot(self, concurrency: float) -> float:
         """Seconds per output token while ``concurrency`` sequences decode together."""
@@ -40,7 +54,7 @@ class ServiceEstimate:
 
 
 def simulate(
-    inputs: Sequence[int],
+    inputs: Sequence[float],
     outputs: Sequence[int],
     ready: Sequence[float],
     estimate: ServiceEstimate,
@@ -56,7 +70,13 @@ def simulate(
     share one rate, so progress is tracked as one running count of tokens per sequence
     (``produced``); a sequence that joins at ``produced = p`` with O tokens finishes when
     ``produced`` reaches ``p + O``. Each event is O(log k).
+
+    ``inputs`` are in tokens prefilled at ``prefill_rate`` (a cached prefix counted as what
+    it costs at that rate). With ``prefill_share`` > 0, concurrent prefills share the
+    engine's compute (:func:`_simulate_shared`).
     """
+    if estimate.prefill_share > 0:
+        return _simulate_shared(inputs, outputs, ready, estimate, concurrency)
     n = len(inputs)
     half_rtt = estimate.rtt / 2
     server_slots = estimate.slots if estimate.slots is not None else n
@@ -101,6 +121,74 @@ def simulate(
             elif engine_free:
                 engine_free -= 1
                 push(events, (now + (ttft0 + inputs[i] / prefill_rate), 0, i))
+            else:
+                queue.append(i)
+        else:
+            i, upcoming, free = upcoming, upcoming + 1, free - 1
+            starts[i] = now
+            push(events, (now + half_rtt, 2, i))
+    return starts, finishes
+
+
+def _simulate_shared(
+    inputs: Sequence[float],
+    outputs: Sequence[int],
+    ready: Sequence[float],
+    estimate: ServiceEstimate,
+    concurrency: int,
+) -> tuple[list[float], list[float]]:
+    """:func:`simulate` with compute-bound prefill: the prefills under way advance together,
+    each at ``1 / (1 + prefill_share * (p - 1))`` of its alone speed while p run. Tracked as
+    decode is, by one running count of alone-seconds of prefill per sequence (``primed``)."""
+    n = len(inputs)
+    half_rtt = estimate.rtt / 2
+    server_slots = estimate.slots if estimate.slots is not None else n
+    share = estimate.prefill_share
+    tpots = [estimate.tpot(m) for m in range(n + 1)]
+    push, pop, inf = heapq.heappush, heapq.heappop, math.inf
+    starts = [0.0] * n
+    finishes = [0.0] * n
+    events: list[tuple[float, int, int]] = []  # (time, 1 = response / 2 = at the server, i)
+    decoding: list[tuple[float, int]] = []
+    prefilling: list[tuple[float, int]] = []  # (primed at which its prefill ends, request)
+    queue: deque[int] = deque()
+    now = produced = primed = 0.0
+    free, upcoming, engine_free = concurrency, 0, server_slots
+
+    def admit(i: int) -> None:
+        push(prefilling, (primed + estimate.ttft0 + inputs[i] / estimate.prefill_rate, i))
+
+    while upcoming < n or events or decoding or prefilling:
+        t_start = max(now, ready[upcoming]) if free and upcoming < n else inf
+        t_event = events[0][0] if events else inf
+        tpot = tpots[len(decoding)]
+        t_decoded = now + (decoding[0][0] - produced) * tpot if decoding else inf
+        slow = 1 + share * (len(prefilling) - 1)
+        t_prefilled = now + (prefilling[0][0] - primed) * slow if prefilling else inf
+        t_next = min(t_start, t_event, t_decoded, t_prefilled)
+        if decoding:
+            produced += (t_next - now) / tpot
+        if prefilling:
+            primed += (t_next - now) / slow
+        now = t_next
+        if t_next == t_prefilled:
+            _, i = pop(prefilling)
+            push(decoding, (produced + outputs[i], i))
+        elif t_next == t_decoded:
+            _, i = pop(decoding)
+            push(events, (now + half_rtt, 1, i))
+            if queue:
+                admit(queue.popleft())
+            else:
+                engine_free += 1
+        elif t_next == t_event:
+            _, kind, i = pop(events)
+            if kind == 1:
+                finishes[i] = now
+                free += 1
+            elif engine_free:
+                engine_free -= 1
+                admit(i)
             else:
                 queue.append(i)
         else:

@@ -7,6 +7,11 @@ from latencies alone, and works as before where a service tells nothing.
   ``cache_n`` left out) is the engine's time per uncached prompt token. Concurrent prefills
   share the engine's compute, so readings of requests that had the service to themselves are
   used while there are any; otherwise all readings (a slower rate than the engine's alone).
+* **prefill share**: the same per-token prefill time fitted on the concurrency the request
+  saw, ``t1 * (1 + share * (m - 1))``, says how much concurrent prefills slow each other
+  (``ServiceEstimate.prefill_share``: 0 independent, 1 compute-bound). Requests in flight
+  are not all prefilling at once, so this reads low rather than high; it is told only once
+  readings at two concurrencies at least a request apart exist.
 * **decode**: ``predicted_per_token_ms`` is the time per output token at the concurrency the
   request saw; a fit of it on that concurrency, ``tpot1 * (1 + beta * (m - 1))``, gives the
   decode terms, pulled towards the latency fit's values where the readings cannot tell
@@ -37,6 +42,7 @@ __all__ = ["EngineReadings", "EngineTimings", "slots_of", "timings_of"]
 _DECAY = 0.98  # per reading, as the latency fit decays its observations
 _MIN_PREFILL_TOKENS = 32  # fewer computed tokens time the request's overhead, not prefill
 _ALONE = 1.5  # time-averaged requests in flight up to which a request had the engine alone
+_MIN_SPREAD = 0.25  # variance of the concurrencies (in requests²) the prefill share needs
 _PENDING = 256  # readings kept waiting for their observation at most
 # The latency fit's decode terms' weight in the decode fit: little, as it only has to settle
 # what the readings cannot tell apart (a ridge keeps an unseen direction at the prior).
@@ -76,11 +82,22 @@ def slots_of(props: object) -> int | None:
     return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
 
 
+def _fold_line(xtx: list[list[float]], xty: list[float], x1: float, y: float) -> None:
+    """Fold the point (x1, y) into decayed least-squares sums on x = (1, x1)."""
+    x = (1.0, x1)
+    for i in range(2):
+        xty[i] = xty[i] * _DECAY + x[i] * y
+        for j in range(2):
+            xtx[i][j] = xtx[i][j] * _DECAY + x[i] * x[j]
+
+
 def _engine_time(estimate: ServiceEstimate, prompt: float, answer: float, running: float) -> float:
-    """Prefill and decode seconds ``estimate`` predicts for a request (fixed terms apart)."""
+    """Prefill and decode seconds ``estimate`` predicts for a request (fixed terms apart),
+    its prefill slowed by the others' where prefills share the engine."""
     if estimate.slots is not None:
         running = min(running, estimate.slots)
-    return prompt / estimate.prefill_rate + answer * estimate.tpot(running)
+    shared = 1 + estimate.prefill_share * max(0.0, running - 1)
+    return prompt / estimate.prefill_rate * shared + answer * estimate.tpot(running)
 
 
 def _count(value: object) -> int | None:
@@ -111,6 +128,9 @@ class EngineReadings:
         self._xtx = [[0.0, 0.0], [0.0, 0.0]]
         self._xty = [0.0, 0.0]
         self._typical = [0.0, 0.0, 0.0, 0.0]  # decayed sums of 1, prompt, answer, concurrency
+        # The same for prefill's per-token ms (the prefill share's fit).
+        self._pxtx = [[0.0, 0.0], [0.0, 0.0]]
+        self._pxty = [0.0, 0.0]
 
     def told_slots(self, slots: int) -> None:
         """The server's ``total_slots`` (``GET /props``)."""
@@ -147,6 +167,7 @@ class EngineReadings:
             for s in sums:
                 s[0] = s[0] * _DECAY + t.prompt_n
                 s[1] = s[1] * _DECAY + t.prompt_ms
+            _fold_line(self._pxtx, self._pxty, running - 1.0, t.prompt_ms / t.prompt_n)
         if t.predicted_n > 1 and t.predicted_per_token_ms > 0:
             if self.slots is not None:
                 running = min(running, float(self.slots))
@@ -158,6 +179,18 @@ class EngineReadings:
                     self._xtx[i][j] = self._xtx[i][j] * _DECAY + x[i] * x[j]
 
     @property
+    def prefill_share(self) -> float | None:
+        """How much concurrent prefills slow each other (0..1), as the engine timed them;
+        None until readings at two concurrencies tell it."""
+        a, b = self._pxtx, self._pxty
+        det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+        if a[0][0] <= 0 or det <= a[0][0] ** 2 * _MIN_SPREAD:
+            return None
+        t1 = (b[0] * a[1][1] - a[0][1] * b[1]) / det
+        slope = (a[0][0] * b[1] - a[1][0] * b[0]) / det
+        return min(1.0, max(0.0, slope / t1)) if t1 > 0 else None
+
+    @property
     def prefill_rate(self) -> float | None:
         """Uncached prompt tokens per second, as the engine timed them; None untold."""
         tokens, ms = self._alone if self._alone[0] > 0 else self._all
@@ -167,9 +200,11 @@ class EngineReadings:
         """``estimate`` with what the readings tell in place of what was inferred."""
         rate = self.prefill_rate
         tpot1, beta = self._decode(estimate) or (estimate.tpot1, estimate.beta)
+        share = self.prefill_share
         told = dataclasses.replace(
             estimate,
             prefill_rate=estimate.prefill_rate if rate is None else rate,
+            prefill_share=estimate.prefill_share if share is None else share,
             tpot1=tpot1,
             beta=beta,
             slots=estimate.slots if self.slots is None else self.slots,

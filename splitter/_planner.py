@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from ._budget import BudgetSnapshot
 from ._canary import Agreement
 from ._cost_model import ServiceEstimate, simulate
+from ._explain import explain_plan
 from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy, Strategy, Weighted
+from ._primed import primed_candidates, primed_schedule
 
 __all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
 
@@ -75,6 +77,7 @@ class Candidate:
     latency: float
     cost: int
     budget_wait: float  # the longest any request waits for the rate-limit budget
+    primed: bool = False  # the first request goes alone; the rest at its first token
 
     @property
     def k(self) -> int:
@@ -82,6 +85,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
+        if self.primed:
+            return "primed fan-out"
         if self.k == 1 and self.groups[0].merged:
             return "merge"
         if all(not g.merged for g in self.groups):
@@ -109,28 +114,7 @@ class Plan:
 
     def explain(self) -> str:
         """A small table of the candidates, the chosen one marked, and the reason."""
-        lines = [
-            f"{'':2}{'plan':<10}{'requests':>9}{'sizes':>14}{'latency':>10}{'tokens':>9}"
-            f"{'rate wait':>11}"
-        ]
-        for c in self.candidates:
-            sizes = sorted({len(g.indexes) for g in c.groups})
-            shown = "-".join(map(str, (sizes[0], sizes[-1]))) if len(sizes) > 1 else str(sizes[0])
-            mark = "> " if c is self.chosen else "  "
-            lines.append(
-                f"{mark}{c.label:<10}{c.k:>9}{shown:>14}{c.latency:>9.2f}s{c.cost:>9}"
-                f"{c.budget_wait:>10.2f}s"
-            )
-        e = self.estimate
-        lines.append(
-            f"service: rtt {e.rtt * 1000:.0f} ms, ttft0 {e.ttft0 * 1000:.0f} ms, "
-            f"tpot1 {e.tpot1 * 1000:.1f} ms, beta {e.beta:.2f}, "
-            f"slots {e.slots if e.slots is not None else 'no limit seen'}"
-        )
-        if self.agreement is not None:
-            lines.append(self.agreement.describe(self.min_agreement))
-        lines.append(f"why: {self.reason}")
-        return "\n".join(lines)
+        return explain_plan(self)
 
 
 def plan_wave(
@@ -168,6 +152,10 @@ def plan_wave(
         _price([*ahead, *groups], estimate, budget, concurrency)
         for groups in _groupings(rest, policy, preamble_tokens, repair, distrusted)
     ) or (_price(ahead, estimate, budget, concurrency),)
+    candidates = primed_candidates(
+        candidates, items, policy, preamble_tokens, estimate,
+        lambda groups, shared: _price(groups, estimate, budget, concurrency, shared),
+    )  # fmt: skip
     # A merged request that can never fit the token budget or the context is not a plan.
     limit = _request_limit(budget, policy)
     fitting = tuple(c for c in candidates if not _overflows(c, limit)) or candidates
@@ -246,7 +234,7 @@ def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
 
 def _candidate_sizes(policy: Policy, distrusted: bool = False) -> list[int]:
     cap = policy.merge.max_per_request
-    if policy.strategy == "fanout" or cap == 1 or distrusted:
+    if policy.strategy in ("fanout", "primed") or cap == 1 or distrusted:
         return [1]
     if policy.strategy == "merge":
         return [cap]
@@ -256,7 +244,7 @@ def _candidate_sizes(policy: Policy, distrusted: bool = False) -> list[int]:
 def _candidate_ks(n: int, policy: Policy, distrusted: bool = False) -> list[int]:
     cap = policy.merge.max_per_request
     fewest = math.ceil(n / cap)
-    if policy.strategy == "fanout" or cap == 1 or distrusted:
+    if policy.strategy in ("fanout", "primed") or cap == 1 or distrusted:
         return [n]
     if policy.strategy == "merge":
         return [fewest]
@@ -350,15 +338,23 @@ def _out(item: PlanItem) -> tuple[int, int | None]:
 
 
 def _price(
-    groups: list[Group], estimate: ServiceEstimate, budget: BudgetSnapshot, concurrency: int
+    groups: list[Group],
+    estimate: ServiceEstimate,
+    budget: BudgetSnapshot,
+    concurrency: int,
+    primed: int | None = None,
 ) -> Candidate:
     """Predict the schedule: longest request first, each started when a slot and the budget
-    allow, decoding in a shared batch whose per-token time grows with its size."""
+    allow, decoding in a shared batch whose per-token time grows with its size. ``primed``:
+    the shared prefix's tokens, when the rest wait for the first's first token (``_primed``)."""
     order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
-    if len(order) <= _FLUID_UP_TO:
-        inputs = [g.input_tokens for g in order]
+    waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
+    if primed is not None or estimate.prefill_share or len(order) <= _FLUID_UP_TO:
+        inputs: list[float] = [g.input_tokens for g in order]
         outputs = [g.output_tokens for g in order]
+        if primed is not None:
+            inputs, ready = primed_schedule(inputs, ready, estimate, primed)
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
@@ -371,7 +367,8 @@ def _price(
         finishes=tuple(finishes),
         latency=max(finishes),
         cost=cost,
-        budget_wait=max(ready),
+        budget_wait=waited,
+        primed=primed is not None,
     )
 
 

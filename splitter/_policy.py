@@ -221,7 +221,7 @@ class DecomposePolicy(_Config):
     )
 
 
-Strategy = Literal["auto", "merge", "fanout"]
+Strategy = Literal["auto", "merge", "fanout", "primed"]
 Objective = Literal["latency", "cost"] | Weighted
 
 
@@ -240,7 +240,9 @@ class Policy(_Config):
         100_000, ge=1, description="Largest question accepted (estimated tokens)."
     )
     strategy: Strategy = Field(
-        "auto", description="auto: price the plans; merge / fanout: force one request / one each."
+        "auto",
+        description="auto: price the plans; merge / fanout: force one request / one each; "
+        "primed: one each, the first alone and the rest at its first token (a shared prefix).",
     )
     objective: Objective = Field(
         "latency", description="What auto minimises: latency, cost (billed tokens), or Weighted."

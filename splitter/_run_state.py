@@ -90,8 +90,13 @@ class RunState:
         self.relay: Relay | None = None
         self.positions = positions  # the caller's index of each question of this run
         self.plan_groups = groups
-        self.head: int | None = None  # the live answer the others wait for, when streaming
+        self.head: int | None = None  # the answer the others wait for (streamed or primed)
         self.head_started: anyio.Event | None = None
+        if plan.chosen.primed and len(groups) > 1:
+            # Primed fan-out: the others go at the first's first token (its prefill done),
+            # so the engine's prefix cache holds the shared prefix when they reach it.
+            self.head = groups[0].indexes[0]
+            self.head_started = anyio.Event()
 
     def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
         self.relay, self.positions = relay, positions

@@ -249,6 +249,13 @@ class Sender:
         run = self.run
         model = run.spec.model
         if streamed is None or run.relay is None:
+            if streamed is not None and streamed == run.head and run.head_started is not None:
+                # Primed fan-out: the head is streamed only to learn when its prefill is
+                # done; its first piece of text lets the others go.
+                first = functools.partial(_first_then, run.head_started, _dropped)
+                return await run.backend.chat_stream(
+                    model=model, messages=messages, on_delta=first, **params
+                )
             return await run.backend.chat(model=model, messages=messages, **params)
         relay, at = run.relay, run.positions[streamed]
         relay.attempt(at)
@@ -283,6 +290,7 @@ class Sender:
             Observation(
                 input_tokens=completion.usage.prompt_tokens,
                 output_tokens=completion.usage.completion_tokens,
+                cached_tokens=min(completion.usage.cached_tokens, completion.usage.prompt_tokens),
                 latency=completion.elapsed,
                 concurrency=shared[None][0][1],
                 queue=shared,
@@ -297,3 +305,7 @@ def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -
     """Deliver a piece of the head's answer, and let the others go at its first."""
     event.set()
     deliver(text)
+
+
+def _dropped(text: str) -> None:
+    """Nothing to deliver: the answer is kept whole, as an unstreamed one is."""

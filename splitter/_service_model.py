@@ -45,6 +45,7 @@ _TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
+_CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper than another
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 
 
@@ -58,6 +59,20 @@ class ServicePrior(BaseModel):
     prefill_rate: float = Field(5000.0, gt=0, description="Input tokens processed per second.")
     tpot1: float = Field(0.015, gt=0, description="Seconds per output token, decoding alone.")
     beta: float = Field(0.05, ge=0, description="TPOT growth per extra concurrent sequence.")
+    prefill_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="How much concurrent prefills slow each other: 0 independent (a hosted "
+        "API, as far as one client sees), 1 compute-bound (one local engine); learned from "
+        "llama-server's timings where it reports them.",
+    )
+    cached_rate: float | None = Field(
+        None,
+        gt=0,
+        description="Prompt tokens per second for a prefix the engine's cache holds; None: "
+        "no cache assumed until responses report cached tokens, then learned from them.",
+    )
     slots: int | None = Field(
         None,
         ge=1,
@@ -78,6 +93,7 @@ class Observation:
     latency: float  # seconds from send to the full body, as the client saw it
     concurrency: float  # time-averaged requests in flight to this service meanwhile
     processing: float | None = None  # the service's own processing seconds, if reported
+    cached_tokens: int = 0  # of input_tokens, read from the service's prefix cache
     # Per candidate slot count: the readings of (seconds it would have queued at the server,
     # time-averaged sequences running meanwhile), from :class:`InFlightMeter`; missing: no
     # queue.
@@ -147,6 +163,8 @@ class ServiceModel:
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
+        # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
+        self._cached_time = [0.0, 0.0]
 
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
@@ -165,7 +183,10 @@ class ServiceModel:
         queue = obs.queue or {}
         rtt = self._rtt_sum / self._rtt_weight if self._rtt_weight else 0.0
         no_limit = queue.get(None, ((0.0, obs.concurrency),))[0]
-        x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
+        fresh = obs.input_tokens - obs.cached_tokens  # a cached prefix is priced apart
+        if obs.cached_tokens > 0:
+            self._learn_cached(obs, target, no_limit[1])
+        x = (1.0, fresh, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
         predicted = _dot(x, self._prior_theta(includes_rtt))
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
@@ -189,13 +210,38 @@ class ServiceModel:
                 ridge = ridge or self._ridge()
                 theta = fit.solve(*ridge)
                 served.sort(key=lambda r: _misfit(theta, obs, r))
-            fit.add(float(obs.input_tokens), float(obs.output_tokens), served[0][1], served[0][0])
+            fit.add(float(fresh), float(obs.output_tokens), served[0][1], served[0][0])
         self.observations += 1
         self._cached = None
         if obs.started is not None:
-            self._episode.append((obs.started, obs.latency, obs.input_tokens, obs.output_tokens))
+            self._episode.append((obs.started, obs.latency, fresh, obs.output_tokens))
             if obs.idle or len(self._episode) >= _EPISODE_CAP:
                 self._score_slots()
+
+    def _learn_cached(self, obs: Observation, target: float, running: float) -> None:
+        """What a cached prompt token costs: the time the model (before this response)
+        leaves unexplained once the uncached prompt, the answer and the fixed terms are
+        paid, shared over the cached tokens (none left: the cache is nearly free)."""
+        e = self.estimate()
+        if e.slots is not None:
+            running = min(running, e.slots)
+        fresh = obs.input_tokens - obs.cached_tokens
+        known = e.ttft0 + fresh / e.prefill_rate + obs.output_tokens * e.tpot(running)
+        left = max(0.0, target - known)
+        sums = self._cached_time
+        sums[0] = sums[0] * _DECAY + left
+        sums[1] = sums[1] * _DECAY + obs.cached_tokens
+        self._cached = None
+
+    def _cached_rate(self, prefill_rate: float) -> float | None:
+        """Cached prompt tokens per second: learned once the cache served, else the prior's
+        (at most ``_CACHE_SPEEDUP`` times the uncached rate, which a rounding error in the
+        cached time cannot then make endless)."""
+        seconds, tokens = self._cached_time
+        if tokens <= 0:
+            return self.prior.cached_rate
+        fastest = prefill_rate * _CACHE_SPEEDUP
+        return fastest if seconds * fastest <= tokens else tokens / seconds
 
     def _score_slots(self) -> None:
         """Replay the requests that overlapped since the service was last idle under each
@@ -289,13 +335,16 @@ class ServiceModel:
             rtt = self._rtt_sum / self._rtt_weight
         else:
             rtt = self.prior.rtt
+        prefill_rate = 1 / inv_prefill if inv_prefill > 1e-9 else 1e9
         return ServiceEstimate(
             rtt=rtt,
             ttft0=max(0.0, ttft0),
-            prefill_rate=1 / inv_prefill if inv_prefill > 1e-9 else 1e9,
+            prefill_rate=prefill_rate,
             tpot1=tpot1,
             beta=min(2.0, max(0.0, slope / tpot1)),
             slots=slots,
+            prefill_share=self.prior.prefill_share,
+            cached_rate=self._cached_rate(prefill_rate),
         )
 
     # -- persistence ---------------------------------------------------------------------
@@ -311,6 +360,7 @@ class ServiceModel:
                 "observations": self.observations,
                 "prior": self.prior.model_dump(),
                 "limits": self.limits,
+                "cached_time": self._cached_time,
             }
         )
 
@@ -332,6 +382,7 @@ class ServiceModel:
         model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
         model.observations = int(data["observations"])
         model.limits = dict(data.get("limits") or {})
+        model._cached_time = [float(v) for v in data.get("cached_time", (0.0, 0.0))]
         return model
 
     def save(self, path: str | Path) -> None:
@@ -360,7 +411,8 @@ def _misfit(
 ) -> float:
     """How far a reading's served time is from what ``theta`` predicts for it (log ratio)."""
     served, running = reading
-    x = (1.0, obs.input_tokens, obs.output_tokens, obs.output_tokens * (max(1.0, running) - 1))
+    fresh = obs.input_tokens - obs.cached_tokens
+    x = (1.0, fresh, obs.output_tokens, obs.output_tokens * (max(1.0, running) - 1))
     predicted = _dot(x, theta)
     if served <= 0 or predicted <= 0:
         return math.inf

@@ -88,8 +88,12 @@ def test_readings_give_prefill_decode_and_slots() -> None:
     )
 
     def predicted(e: ServiceEstimate) -> float:
-        return e.ttft0 + prompt / e.prefill_rate + 40 * e.tpot(min(running, e.slots or 99))
+        shared = 1 + e.prefill_share * (min(running, e.slots or 99) - 1)
+        prefill = prompt / e.prefill_rate * shared
+        return e.ttft0 + prefill + 40 * e.tpot(min(running, e.slots or 99))
 
+    # Prefill took 4x as long per token with 4 in flight: compute-bound (issue #19).
+    assert applied.prefill_share == pytest.approx(1.0)
     assert predicted(applied) == pytest.approx(predicted(wrong))
     assert applied.ttft0 < wrong.ttft0
 
