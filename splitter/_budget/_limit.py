@@ -53,6 +53,10 @@ class Limit:
     # send, since services count a request (and write these headers) when it arrives; a
     # response that took 30 s to generate would otherwise waste 30 s of refill.
     counted_at: float = 0.0
+    # Half the shortest round trip seen: a request is counted that long after it left, not
+    # at once (a 3 ms path let a bucket read at its send overtake the refill by a third
+    # of a request, and at the edge of an empty bucket that was a 429 every 0.25 s).
+    lag: float = math.inf
     reset_at: float = 0.0  # when capacity is back, at the latest (read on receipt)
     reset_lo: float = 0.0  # ... at the earliest (read as if made when the request left)
     refill: float | None = None  # continuous refill seen (a token bucket), per second
@@ -143,8 +147,16 @@ class Limit:
         the reading taken). Requests still on their way are kept off the room either way.
         """
         limit = max(self.limit or 0.0, limit or remaining + 1)
+        self.lag = min(self.lag, max(0.0, now - sent_at) / 2)
+        counted = min(sent_at + self.lag, now)  # when the service counted it, at the latest
         if reset is not None:
             reset = min(reset, LONGEST_RESET)
+            if self.refill:
+                # A bucket in debt says remaining 0, but its reset (the time to refill
+                # to the limit) still tells how deep: OpenAI counts a refused request, so
+                # each 429 digs the bucket a request deeper, and a budget reading only
+                # "0" sent into the debt, drawing more 429s (101 in one 1,000-request run).
+                remaining = min(remaining, limit - reset * self.refill)
         told = reset is not None
         if reset is None:
             # No reset header (Azure): capacity is taken to be back after the longest
@@ -157,7 +169,7 @@ class Limit:
                 self.deficit_rate = max(1.0, limit - remaining - 1) / (reset + _RESET_ROUNDING)
         if self.remaining is None or (not self.rolled and sent_at >= self.reset_lo):
             # The first reading, or one from a window after the last one's: all news.
-            self._adopt(limit, remaining, now, sent_at)
+            self._adopt(limit, remaining, now, counted)
             self.reset_lo, self.reset_at = lo, hi
         else:
             trusted = False
@@ -184,8 +196,12 @@ class Limit:
                 self._learn_refill(self.limit, self.remaining, self.reset_at - self.read_at)
             else:
                 self.reset_lo, self.reset_at = max(self.reset_lo, lo), min(self.reset_at, hi)
-            if trusted or self.remaining is None or remaining < self._level(now):
-                self._adopt(limit, remaining, now, sent_at)
+            if (
+                trusted
+                or self.remaining is None
+                or self._since(remaining, counted, now) < self._level(now)
+            ):
+                self._adopt(limit, remaining, now, counted)
         if told and self.refill is not None and reset:
             self._learn_refill(limit, remaining, reset)
 
@@ -194,9 +210,17 @@ class Limit:
         can confirm: a wait on it may end as soon as one comes, not at the time foreseen."""
         return self.rolled and not self.probing and self.reset_at > now
 
-    def _adopt(self, limit: float, remaining: float, now: float, sent_at: float) -> None:
+    def _since(self, remaining: float, counted: float, now: float) -> float:
+        """A reading made when a request was counted (at ``counted``), as of ``now``: a bucket
+        has refilled since. (Compared raw, an older reading taken after a newer one looked
+        lower than it was and undid it: a bucket 3 requests in debt read as 2 in hand.)"""
+        if not self.refill:
+            return remaining
+        return remaining + self.refill * HEADROOM * max(0.0, now - counted)
+
+    def _adopt(self, limit: float, remaining: float, now: float, counted: float) -> None:
         self.limit, self.remaining, self.read_at = limit, remaining, now
-        self.counted_at = min(sent_at, now)
+        self.counted_at = min(counted, now)
         self.rolled = self.probing = False
 
     def _refills_like(self, limit: float, remaining: float, reset: float, lo: float) -> bool:
