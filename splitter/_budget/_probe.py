@@ -9,7 +9,9 @@ between the two. Otherwise it climbs from the floor, 10% above it at first, then
 40%, ... as each step holds, and after a 429 goes back to the floor (TCP CUBIC and the
 AWS SDKs' adaptive retry mode climb back the same way): a limit just above the floor
 costs one 429. What the service accepted between two 429s bounds its rate from below,
-which a burst allowance cannot fake.
+which a burst allowance cannot fake. Once slow start has shown an allowance (its first
+429 came after requests faster than the limit went through), a climb's step holds only
+after enough requests to have filled that allowance at the step's excess.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Probe:
     accepted_rates: list[float] = field(default_factory=list)
     climbs: int = 0  # climbs above the floor since the last 429 (each step twice the last)
     bracketed: bool = False  # slow start's first 429 lies between two rates it measured
+    # Requests slow start had through before its first 429 when they came faster than the
+    # limit allows (0: none seen): a burst allowance at most this deep.
+    burst: int = 0
 
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
@@ -77,6 +82,17 @@ class Probe:
         if self.rate is None or now - self.since < _SUSTAIN_SECONDS:
             return
         if self.count < _SUSTAIN_REQUESTS:
+            return
+        # Above a limiter's burst allowance a rate too fast is refused only once its excess
+        # has filled it: 10% over the floor holds ~10 requests a request of allowance, and
+        # held for fewer it proves nothing.
+        excess = self.rate - self.low
+        if (
+            self.burst
+            and self.low > 0
+            and excess > 0
+            and self.count < self.burst * self.rate / excess
+        ):
             return
         self.low = max(self.low, self.rate)
         if not self.paced_high and self.high / self.low <= CLOSE_ENOUGH:
@@ -115,6 +131,7 @@ class Probe:
             # The first 429 at a stated rate: the statement is believed within a margin
             # (a leaky bucket with no burst refuses a request that comes a little early).
             floor = max(floor, told * _TOLD_MARGIN)
+        accepted = self.accepted_since
         self.refused_at, self.accepted_since = sent_at, 0
         # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
         too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
@@ -128,6 +145,8 @@ class Probe:
             self.high, self.paced_high = too_fast, self.rate is not None or told is not None
         bracket = self._bracket(too_fast) if self.rate is None else 0.0
         self.bracketed = bracket > 0
+        if self.rate is None and not self.bracketed and self.accepted_rates:
+            self.burst = accepted
         if self.bracketed:
             floor = max(floor, bracket)
             self.paced_high = True  # measured against a floor: no mere guess
