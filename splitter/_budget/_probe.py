@@ -127,6 +127,7 @@ class Probe:
         # Accepted at this pace since a 429 left the limiter full: no burst allowance
         # could have let them through, so the pace was about the limit (timing decided).
         held_when_full = not math.isinf(self.refused_at) and self.accepted_since >= _HELD_FULL
+        refused_before = self.refused_at
         if told is not None and self.rate is None:
             # The first 429 at a stated rate: the statement is believed within a margin
             # (a leaky bucket with no burst refuses a request that comes a little early).
@@ -155,7 +156,8 @@ class Probe:
             # while the limiter was full, the limit met exactly. (One a climb's step above
             # the floor only says the limit lies in between.)
             if held_when_full:  # at the rate the recent requests really went
-                self.low = min(self.high, _mean_rate(self.sends, sent_at)) / CLOSE_ENOUGH
+                paced = _mean_rate(self.sends, sent_at, after=refused_before)
+                self.low = min(self.high, paced) / CLOSE_ENOUGH
             else:
                 self.low = self.high * FIRST_CUT
         self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
@@ -163,8 +165,12 @@ class Probe:
         rate = self.low if self.low > 0 else self.high * FIRST_CUT
         self.climbs = 0
         self._set(rate, now)
+        # The next request waits two intervals, not one: a limiter that counts a refused
+        # request (nginx's accounting, OpenAI's) holds it for an interval, and the request
+        # one interval on was refused too, putting the ceiling at the limit itself (a
+        # search that then settled at 0.88 of it). Elsewhere it costs one interval a 429.
         self.cut_at = now
-        self.tat = now + 1 / rate
+        self.tat = now + 2 / rate
 
     def _bracket(self, too_fast: float) -> float:
         """Slow start's first 429, at ``too_fast``: the rate of the request accepted just
@@ -207,8 +213,9 @@ def _send_rate(sends: list[float], until: float) -> float:
     return 1 / gap if gap > 0 else math.inf
 
 
-def _mean_rate(sends: list[float], until: float) -> float:
-    """The mean rate of the recent sends up to ``until`` (inf: fewer than two)."""
-    recent = [t for t in sends if t <= until]
+def _mean_rate(sends: list[float], until: float, after: float = -math.inf) -> float:
+    """The mean rate of the recent sends after ``after`` up to ``until`` (inf: fewer than
+    two). (After a 429 the next send waits a second interval: not the pace.)"""
+    recent = [t for t in sends if after < t <= until]
     span = recent[-1] - recent[0] if len(recent) >= 2 else 0.0
     return (len(recent) - 1) / span if span > 0 else math.inf
