@@ -16,7 +16,7 @@ from typing import Literal
 
 from ._decompose import Decomposition, decompose
 from ._endpoint import Endpoint
-from ._estimate import count_tokens
+from ._estimate import count_tokens, load_encoder
 from ._exceptions import InvalidInputError
 from ._llm_decompose import INSTRUCTION, parse_plan, request_text
 from ._policy import Policy
@@ -106,6 +106,7 @@ async def find_parts(
     wanted = policy.decompose
     if wanted.mode == "llm":
         decomposer = wanted.model or model
+        await load_encoder(model)  # priced in tokens: the tokenizer, off the event loop
         if _llm_decomposition_pays(prompt, decomposition, decomposer, policy, endpoint):
             found, spent = await _llm_decompose(prompt, decomposer, ask)
             if found is not None:

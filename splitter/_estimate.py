@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 import tiktoken
 
 from ._planner import PlanItem
@@ -35,7 +36,14 @@ if TYPE_CHECKING:
     from ._questions import Question
     from ._request_spec import RequestSpec
 
-__all__ = ["OutputLengths", "count_tokens", "encoder_for", "plan_items", "preamble_tokens"]
+__all__ = [
+    "OutputLengths",
+    "count_tokens",
+    "encoder_for",
+    "load_encoder",
+    "plan_items",
+    "preamble_tokens",
+]
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
 
@@ -44,6 +52,7 @@ _DEFAULT_ENCODING = "o200k_base"
 _FETCH_SECONDS = 10.0
 _warned = False
 _log = logging.getLogger("splitter")
+_loaded: set[str] = set()  # models whose encoder ``load_encoder`` has made
 
 
 def _cache_dir() -> Path:
@@ -105,6 +114,15 @@ def _fetch(name: str) -> tiktoken.Encoding | None:
     thread.start()
     thread.join(_FETCH_SECONDS)
     return found[0] if found else None
+
+
+async def load_encoder(model: str) -> None:
+    """Make ``model``'s encoder in a worker thread, once per process: parsing a vocabulary
+    takes ~0.4 s (a fetch up to ``_FETCH_SECONDS``), which on the event loop stalled every
+    other task of the process, an app's other requests included, on its first batch."""
+    if model not in _loaded:
+        await anyio.to_thread.run_sync(encoder_for, model)
+        _loaded.add(model)
 
 
 def _log_once(name: str) -> None:

@@ -17,7 +17,7 @@ from ._cache import store_for
 from ._cache_run import RunMisses, run_cached
 from ._dag import Graph
 from ._endpoint import Endpoint, endpoint_for
-from ._estimate import plan_items, preamble_tokens
+from ._estimate import load_encoder, plan_items, preamble_tokens
 from ._events import Emitter, EventHook
 from ._execute import Executor
 from ._map import RunBatch
@@ -117,6 +117,7 @@ class Runner:
         events: Emitter,
         relay: Relay | None,
     ) -> BatchResult:
+        await load_encoder(spec.model)  # the first plan's tokenizer, off the event loop
         async with self._client_for() as client:
             endpoint, executor = self._executor(client, spec.model)
             to_relay = _answers_to(relay, events)
