@@ -37,16 +37,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
+from ._service_fit import _DECAY, _dot, _Fit
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
 
-_DECAY = 0.98
 _TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
 _CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper than another
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
+# Slot counts are scored on every episode until this many have been, then on one in
+# _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
+_SCORED_FIRST = 8
+_SCORE_EVERY = 4
 
 
 class ServicePrior(BaseModel):
@@ -102,60 +106,6 @@ class Observation:
     idle: bool = False  # nothing else was in flight to this service when it returned
 
 
-class _Fit:
-    """Decayed least-squares sums for one candidate slot count."""
-
-    __slots__ = ("error", "slots", "xtx", "xty", "yy")
-
-    def __init__(self, slots: int | None) -> None:
-        self.slots = slots
-        self.xtx = [[0.0] * 4 for _ in range(4)]
-        self.xty = [0.0] * 4
-        self.yy = 0.0
-        self.error = 0.0  # decayed squared log error of its replayed latencies
-
-    def add(self, inputs: float, outputs: float, running: float, target: float) -> None:
-        """Fold in ``x = (1, inputs, outputs, outputs * (running - 1))``: each sum decayed,
-        then ``x_i * x_j`` (``x_i * target``) added. Unrolled, and each product of the
-        symmetric ``xtx`` computed once (``x_i * x_j == x_j * x_i`` exactly): one response
-        updates every candidate's fit, ~20 of them (the same values as the plain double loop,
-        bit for bit; tests/test_speed_regressions.py)."""
-        x1, x2 = inputs, outputs
-        x3 = outputs * (max(1.0, running) - 1)
-        d = _DECAY
-        self.yy = self.yy * d + target * target
-        y = self.xty
-        y[:] = (y[0] * d + target, y[1] * d + x1 * target, y[2] * d + x2 * target,
-                y[3] * d + x3 * target)  # fmt: skip
-        r0, r1, r2, r3 = self.xtx
-        a01, a02, a03 = r0[1] * d + x1, r0[2] * d + x2, r0[3] * d + x3
-        a12, a13, a23 = r1[2] * d + x1 * x2, r1[3] * d + x1 * x3, r2[3] * d + x2 * x3
-        r0[:] = (r0[0] * d + 1.0, a01, a02, a03)
-        r1[:] = (a01, r1[1] * d + x1 * x1, a12, a13)
-        r2[:] = (a02, a12, r2[2] * d + x2 * x2, a23)
-        r3[:] = (a03, a13, a23, r3[3] * d + x3 * x3)
-
-    def solve(
-        self, theta0: tuple[float, ...], lams: tuple[float, ...]
-    ) -> tuple[float, float, float, float]:
-        """The ridge solution."""
-        a = [row[:] for row in self.xtx]
-        b = self.xty[:]
-        for j in range(4):
-            a[j][j] += lams[j]
-            b[j] += lams[j] * theta0[j]
-        return _solve4(a, b)
-
-    def dump(self) -> dict[str, object]:
-        return {
-            "slots": self.slots,
-            "xtx": self.xtx,
-            "xty": self.xty,
-            "yy": self.yy,
-            "error": self.error,
-        }
-
-
 class ServiceModel:
     """Online estimate of one service's RTT, speed curve and slot count."""
 
@@ -174,6 +124,7 @@ class ServiceModel:
         self.limits: dict[str, Any] = {}
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
+        self._episodes = 0  # episodes ended, scored or not
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
         # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
         self._cached_time = [0.0, 0.0]
@@ -203,7 +154,6 @@ class ServiceModel:
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
             self._ratio_weight = self._ratio_weight * _DECAY + 1
-        ridge: tuple[tuple[float, ...], tuple[float, ...]] | None = None
         for fit in self._fits:
             # What the engine spent on it if the server ran ``fit.slots`` at once: the time
             # it would have queued is not the engine's, and only the sequences holding a
@@ -219,8 +169,7 @@ class ServiceModel:
                     wait = max(0.0, wait - rtt)
                 served.append((max(0.0, target - wait), running))
             if len(served) > 1:
-                ridge = ridge or self._ridge()
-                theta = fit.solve(*ridge)
+                theta = fit.choosing(self.observations, self._ridge)
                 served.sort(key=lambda r: _misfit(theta, obs, r))
             fit.add(float(fresh), float(obs.output_tokens), served[0][1], served[0][0])
         self.observations += 1
@@ -228,7 +177,11 @@ class ServiceModel:
         if obs.started is not None:
             self._episode.append((obs.started, obs.latency, fresh, obs.output_tokens))
             if obs.idle or len(self._episode) >= _EPISODE_CAP:
-                self._score_slots()
+                self._episodes += 1
+                if self._episodes <= _SCORED_FIRST or self._episodes % _SCORE_EVERY == 0:
+                    self._score_slots()
+                else:
+                    self._episode = []
 
     def _learn_cached(self, obs: Observation, target: float, running: float) -> None:
         """What a cached prompt token costs: the time the model (before this response)
@@ -429,33 +382,3 @@ def _misfit(
     if served <= 0 or predicted <= 0:
         return math.inf
     return abs(math.log(served / predicted))
-
-
-def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
-    x0, x1, x2, x3 = x
-    t0, t1, t2, t3 = theta
-    return sum((x0 * t0, x1 * t1, x2 * t2, x3 * t3))
-
-
-def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, float]:
-    """Gaussian elimination with partial pivoting; the ridge keeps ``a`` well conditioned."""
-    n = len(b)
-    m = [[*row, b[i]] for i, row in enumerate(a)]
-    for col in range(n):
-        pivot = col
-        for r in range(col + 1, n):  # the first of the largest, as max() picks
-            if abs(m[r][col]) > abs(m[pivot][col]):
-                pivot = r
-        m[col], m[pivot] = m[pivot], m[col]
-        top = m[col]
-        lead = top[col]
-        for r in range(col + 1, n):
-            row = m[r]
-            factor = row[col] / lead
-            for c in range(col, n + 1):
-                row[c] -= factor * top[c]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        row = m[r]
-        x[r] = (row[n] - sum([row[c] * x[c] for c in range(r + 1, n)])) / row[r]
-    return (x[0], x[1], x[2], x[3])
