@@ -3,8 +3,10 @@ less work per request; checked by counts, never by elapsed time."""
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import openai
@@ -12,7 +14,7 @@ import pytest
 
 from splitter import Splitter, _openai, _service_fit, _service_model
 from splitter._cost_model import ServiceEstimate, simulate
-from splitter._meter import InFlightMeter
+from splitter._meter import InFlightMeter, Reading
 from splitter._service_fit import _Fit
 from splitter._service_model import Observation, ServiceModel
 from splitter.sim import SimService
@@ -103,3 +105,60 @@ def test_sampled_learning_matches_the_unsampled_fit(monkeypatch: pytest.MonkeyPa
         assert getattr(sampled, name) == pytest.approx(getattr(full, name), rel=1e-3), name
     assert sampled_counts["solve"] * 3 < full_counts["solve"]
     assert sampled_counts["simulate"] * 2 < full_counts["simulate"]
+
+
+class _PlainMeter(InFlightMeter):
+    """``finish`` as first written (a generic loop over each count's admissions): the
+    reference the unrolled one must match."""
+
+    def finish(self, token: int, now: float) -> Mapping[int | None, tuple[Reading, ...]]:
+        self._advance(now)
+        started, start_areas, earlier = self._flights.pop(token)
+        self._count -= 1
+        returned = self._returned
+        returns = sorted((returned[t] for t in earlier if t in returned), key=lambda r: r[0])
+        view: dict[int | None, tuple[Reading, ...]] = {}
+        for i, cap in enumerate(self._caps):
+            admissions = [(started, start_areas)]
+            if cap is not None:
+                k = len(earlier) - cap
+                first_come = returns[k] if 0 <= k < len(returns) else None
+                by_order = self._finished[-cap] if len(self._finished) >= cap else None
+                admissions = [
+                    (started, start_areas) if at is None or not started < at[0] < now else at
+                    for at in (first_come, by_order)
+                ]
+            readings: list[Reading] = []
+            for when, areas in admissions:
+                served = now - when
+                running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
+                if (when - started, running) not in readings:
+                    readings.append((when - started, running))
+            view[cap] = tuple(readings)
+        snapshot = (now, tuple(self._areas))
+        self._finished.append(snapshot)
+        self._returned[token] = snapshot
+        self._sent_by_return[token] = self._sent
+        self._forget()
+        return view
+
+
+@pytest.mark.parametrize(("width", "requests"), [(3, 300), (40, 800), (300, 1200)])
+def test_meter_readings_match_the_plain_loop(width: int, requests: int) -> None:
+    """Requests of random lengths, ``width`` in flight (some sent or returning at the same
+    instant): every finish reads exactly, bit for bit, what the plain loop reads."""
+    rng = random.Random(width)
+    fast, plain = InFlightMeter(), _PlainMeter()
+    out: list[tuple[float, int]] = []
+    now, sent = 0.0, 0
+    while sent < requests or out:
+        if sent < requests and len(out) < width:
+            now += rng.choice([0.0, 0.0, 0.3])
+            token = fast.start(now)
+            assert plain.start(now) == token
+            heapq.heappush(out, (now + rng.choice([1.0, rng.uniform(0.1, 20.0)]), token))
+            sent += 1
+            continue
+        finish, token = heapq.heappop(out)
+        now = max(now, finish)
+        assert fast.finish(token, now) == plain.finish(token, now)
