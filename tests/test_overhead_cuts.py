@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import heapq
 import random
+import sys
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import anyio
 import openai
 import pytest
 
-from splitter import Splitter, _openai, _service_fit, _service_model
+from splitter import Policy, Splitter, _openai, _service_fit, _service_model
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._meter import InFlightMeter, Reading
 from splitter._service_fit import _Fit
@@ -162,3 +165,25 @@ def test_meter_readings_match_the_plain_loop(width: int, requests: int) -> None:
         finish, token = heapq.heappop(out)
         now = max(now, finish)
         assert fast.finish(token, now) == plain.finish(token, now)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("timeout", "scopes"), [(None, 0), (30.0, 3)])
+async def test_a_request_without_a_timeout_opens_no_cancel_scope(
+    monkeypatch: pytest.MonkeyPatch, timeout: float | None, scopes: int
+) -> None:
+    """Without ``Policy.timeout`` the sender opens no ``fail_after`` scope per request
+    (one ``fail_after(inf)`` each before); with one, each request runs under its own."""
+    opened: Counter[str] = Counter()
+    real = anyio.fail_after
+
+    def counted(delay: float | None, shield: bool = False) -> Any:
+        opened[Path(sys._getframe(1).f_code.co_filename).name] += 1
+        return real(delay, shield)
+
+    monkeypatch.setattr(anyio, "fail_after", counted)
+    async with open_sim_client(SimService("instant")) as client:
+        splitter = Splitter(client, policy=Policy(timeout=timeout))
+        result = await splitter.aask_many(["What is 1 + 1?"] * 3, model="instant")
+    assert result.stats.failed == 0
+    assert opened["_send.py"] == scopes
