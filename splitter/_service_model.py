@@ -51,6 +51,7 @@ _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 # _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
 _SCORED_FIRST = 8
 _SCORE_EVERY = 4
+_PENDING_EPISODES = 4  # episodes whose replay may wait until the slot count is read
 
 
 class ServicePrior(BaseModel):
@@ -125,6 +126,10 @@ class ServiceModel:
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
         self._episodes = 0  # episodes ended, scored or not
+        # Episodes scored but not yet replayed: each with every count's estimate then.
+        self._pending: list[
+            tuple[list[tuple[float, float, int, int]], list[tuple[_Fit, ServiceEstimate | None]]]
+        ] = []
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
         # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
         self._cached_time = [0.0, 0.0]
@@ -215,36 +220,54 @@ class ServiceModel:
         Per-request fits cannot choose the count: the fewer the slots, the more of each
         latency is put down to queueing, which that fit then need not explain. The replay
         predicts the queueing too, so every count answers for the whole latency.
+
+        Each count's estimate is taken now; the replays, the costly part, wait until the
+        slot count is next read (:meth:`estimate`, :meth:`dumps`) or ``_PENDING_EPISODES``
+        episodes are waiting: off the path of the response that ended the episode, and
+        never run for a model no one reads again (the same errors either way).
         """
         episode, self._episode = sorted(self._episode), []
         if len(episode) < 2 or len(self._fits) < 2:
             return
-        first = episode[0][0]
-        ready = [sent - first for sent, *_ in episode]
-        inputs = [i for *_, i, _ in episode]
-        outputs = [o for *_, o in episode]
         theta0, lams = self._ridge()
-        fade = _DECAY ** len(episode)
-        measured = sorted(latency for _, latency, *_ in episode)
         peak = _peak_overlap(episode)
-        unlimited: float | None = None
+        estimates: list[tuple[_Fit, ServiceEstimate | None]] = []
         for fit in reversed(self._fits):  # "no limit" first
-            if unlimited is not None and fit.slots is not None and fit.slots >= peak:
-                error = unlimited  # never binding here: it predicts what "no limit" predicts
+            if estimates and fit.slots is not None and fit.slots >= peak:
+                # Never binding here: it predicts what "no limit" predicts.
+                estimates.append((fit, None))
             else:
-                estimate = self._estimate_from(fit.solve(theta0, lams), fit.slots)
-                starts, finishes = simulate(inputs, outputs, ready, estimate, len(episode))
-                # Sorted, as the server's admission order is its own: compared is the
-                # spread of latencies (who waited), not which request it was.
-                predicted = sorted(f - s for s, f in zip(starts, finishes, strict=True))
-                error = sum(
-                    math.log(p / m) ** 2
-                    for p, m in zip(predicted, measured, strict=True)
-                    if p > 0 and m > 0
-                )
-                if fit.slots is None:
-                    unlimited = error
-            fit.error = fit.error * fade + error
+                estimates.append((fit, self._estimate_from(fit.solve(theta0, lams), fit.slots)))
+        self._pending.append((episode, estimates))
+        if len(self._pending) >= _PENDING_EPISODES:
+            self._replay_pending()
+
+    def _replay_pending(self) -> None:
+        """Charge each count its error on the episodes waiting, in the order they ended."""
+        pending, self._pending = self._pending, []
+        for episode, estimates in pending:
+            first = episode[0][0]
+            ready = [sent - first for sent, *_ in episode]
+            inputs = [i for *_, i, _ in episode]
+            outputs = [o for *_, o in episode]
+            fade = _DECAY ** len(episode)
+            measured = sorted(latency for _, latency, *_ in episode)
+            unlimited = 0.0
+            for fit, estimate in estimates:
+                error = unlimited
+                if estimate is not None:
+                    starts, finishes = simulate(inputs, outputs, ready, estimate, len(episode))
+                    # Sorted, as the server's admission order is its own: compared is the
+                    # spread of latencies (who waited), not which request it was.
+                    predicted = sorted(f - s for s, f in zip(starts, finishes, strict=True))
+                    error = sum(
+                        math.log(p / m) ** 2
+                        for p, m in zip(predicted, measured, strict=True)
+                        if p > 0 and m > 0
+                    )
+                    if fit.slots is None:
+                        unlimited = error
+                fit.error = fit.error * fade + error
         self._cached = None
 
     @property
@@ -255,6 +278,8 @@ class ServiceModel:
     def estimate(self) -> ServiceEstimate:
         """The current parameters (the prior until data arrives), with what the engine told
         in place of what was inferred (``_engine_readings``)."""
+        if self._pending:
+            self._replay_pending()
         if self.engine.news() or self._cached is None:
             self._cached = self.engine.applied(self._solve())
         return self._cached
@@ -316,6 +341,7 @@ class ServiceModel:
 
     def dumps(self) -> str:
         """What was learned, as JSON (see :meth:`loads`)."""
+        self._replay_pending()
         return json.dumps(
             {
                 "fits": [fit.dump() for fit in self._fits],

@@ -187,3 +187,68 @@ async def test_a_request_without_a_timeout_opens_no_cancel_scope(
         result = await splitter.aask_many(["What is 1 + 1?"] * 3, model="instant")
     assert result.stats.failed == 0
     assert opened["_send.py"] == scopes
+
+
+def _feed_bursts(model: ServiceModel, read_each: bool) -> None:
+    """Ten bursts of 24 mixed-length requests from a 4-slot engine; with ``read_each``, the
+    model's estimate is read after every response (so no replay ever waits)."""
+    truth = ServiceEstimate(rtt=0.0, ttft0=0.05, prefill_rate=700, tpot1=0.03, beta=0.2, slots=4)
+    rng = random.Random(4)
+    meter = InFlightMeter()
+    for burst in range(10):
+        outputs = [rng.choice([10, 40, 90]) for _ in range(24)]
+        starts, finishes = simulate([30] * 24, outputs, [0.0] * 24, truth, 24)
+        tokens = [meter.start(burst * 500.0 + s) for s in starts]
+        for k in sorted(range(24), key=lambda k: finishes[k]):
+            shared = meter.finish(tokens[k], burst * 500.0 + finishes[k])
+            model.observe(
+                Observation(
+                    30,
+                    outputs[k],
+                    finishes[k] - starts[k],
+                    shared[None][0][1],
+                    queue=shared,
+                    started=burst * 500.0 + starts[k],
+                    idle=meter.in_flight == 0,
+                )
+            )
+            if read_each:
+                model.estimate()
+
+
+def test_deferred_slot_replays_charge_the_same_errors() -> None:
+    """Replays that wait until the slot count is read leave every count's error, and so
+    the estimate and the saved model, exactly as replaying at each episode's end does."""
+    eager, lazy = ServiceModel(), ServiceModel()
+    _feed_bursts(eager, read_each=True)
+    _feed_bursts(lazy, read_each=False)
+    assert lazy.estimate() == eager.estimate()
+    assert lazy.estimate().slots is not None  # a queue was learned (its count: 3 or 4)
+    assert lazy.dumps() == eager.dumps()
+
+
+def test_a_model_no_one_reads_replays_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An episode's replay waits until the slot count is read: none for the response that
+    ended it, one per candidate count once :meth:`ServiceModel.estimate` is called."""
+    replays = 0
+    real = _service_model.simulate
+
+    def counted(*args: Any) -> tuple[list[float], list[float]]:
+        nonlocal replays
+        replays += 1
+        return real(*args)
+
+    monkeypatch.setattr(_service_model, "simulate", counted)
+    model, meter = ServiceModel(), InFlightMeter()
+    tokens = [meter.start(0.0) for _ in range(8)]
+    for k, token in enumerate(tokens):
+        shared = meter.finish(token, 1.0 + k // 2)
+        model.observe(
+            Observation(
+                20, 50, 1.0 + k // 2, shared[None][0][1], queue=shared, started=0.0,
+                idle=meter.in_flight == 0,
+            )
+        )  # fmt: skip
+    assert replays == 0
+    model.estimate()
+    assert replays == len([s for s in model.slot_candidates if s is None or s < 8])
