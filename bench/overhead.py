@@ -24,12 +24,18 @@ first. Reported per arm: median requests/s with its min-max spread and the media
 CPU ms per request; then the ratio of the median throughputs splitter/raw (target >= 0.95)
 and splitter's own CPU microseconds per request: the median over rounds of the splitter
 round's client CPU minus that of the raw round run beside it, per request.
+The load average (``os.getloadavg()``) is printed before and after: on a shared machine,
+a busy neighbour moves both arms' CPU per request.
+``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
+splitter's own functions by time per request (a profile, not a measurement: the profiler
+adds its own cost to every call).
 It is a measurement: the exit status is 0 whatever the ratio, non-zero only on an error
 (such as a failed request).
 
 Run from the repository root::
 
     /work/venv/bin/python bench/overhead.py [--requests 256] [--rounds 7] [--json PATH]
+    /work/venv/bin/python bench/overhead.py --requests 1024 --profile 2
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
+import os
+import pstats
 import socket
 import statistics
 import subprocess
@@ -213,6 +222,42 @@ async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[R
     return results
 
 
+async def profile_splitter(base_url: str, requests: int, rounds: int) -> cProfile.Profile:
+    """Warm up both arms, then ``rounds`` splitter rounds under cProfile."""
+    profiler = cProfile.Profile()
+    async with make_client(base_url, requests) as client:
+        await run_raw(client, requests)
+        await run_splitter(client, requests)
+        profiler.enable()
+        for _ in range(rounds):
+            await run_splitter(client, requests)
+        profiler.disable()
+    return profiler
+
+
+def print_own_costs(profiler: cProfile.Profile, requests: int, top: int = 25) -> None:
+    """Splitter's own functions (its package's files), by own time per request."""
+    package = str(Path(__file__).resolve().parent.parent / "splitter")
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    own = [
+        (tottime, cumtime, calls, f"{Path(path).relative_to(package)}:{line}({name})")
+        for (path, line, name), (_, calls, tottime, cumtime, _callers) in stats.items()
+        if path.startswith(package)
+    ]
+    total = sum(row[0] for row in own)
+    print(f"splitter's own functions: {total / requests * 1e6:.0f} us per request in all")
+    print(f"{'own us/req':>11}{'cum us/req':>11}{'calls/req':>10}  function")
+    for tottime, cumtime, calls, where in sorted(own, reverse=True)[:top]:
+        print(
+            f"{tottime / requests * 1e6:>11.1f}{cumtime / requests * 1e6:>11.1f}"
+            f"{calls / requests:>10.1f}  {where}"
+        )
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
 def summarize(name: str, rounds: Sequence[Round], requests: int) -> ArmResult:
     """Median and spread of the throughput; median client CPU per request."""
     rates = [requests / r.wall for r in rounds]
@@ -235,6 +280,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=7, help="measured rounds per arm")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results")
     parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile N splitter rounds instead of measuring; print splitter's own costs",
+    )
+    parser.add_argument(
         "--server",
         choices=("subprocess", "thread"),
         default="subprocess",
@@ -249,8 +301,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1:
         parser.error("--requests and --rounds must be at least 1")
+    if args.profile > 0:
+        with sim_server(args.server) as base_url:
+            profiler = asyncio.run(profile_splitter(base_url, args.requests, args.profile))
+        print(f"{args.requests} concurrent requests, {args.profile} profiled splitter rounds")
+        print_own_costs(profiler, args.requests * args.profile)
+        return 0
+    load_before = _load()
     with sim_server(args.server) as base_url:
         rounds = asyncio.run(measure(base_url, args.requests, args.rounds))
+    load_after = _load()
     raw = summarize("raw", rounds["raw"], args.requests)
     split = summarize("splitter", rounds["splitter"], args.requests)
     ratio = split.median / raw.median
@@ -259,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.requests} concurrent requests, {args.rounds} rounds per arm after 1 warm-up, "
         f"server: {args.server}"
     )
+    print(f"{load_before} before, {load_after} after ({os.cpu_count()} CPUs)")
     print(f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}")
     for arm in (raw, split):
         print(
@@ -277,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ratio": ratio,
             "own_us_per_request": own_us,
             "target": TARGET,
+            "load_before": load_before,
+            "load_after": load_after,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
