@@ -49,7 +49,7 @@ _CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper tha
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 # Slot counts are scored on every episode until this many have been, then on one in
 # _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
-_SCORED_FIRST = 8
+_SCORED_FIRST = 4
 _SCORE_EVERY = 4
 _PENDING_EPISODES = 4  # episodes whose replay may wait until the slot count is read
 

@@ -96,7 +96,7 @@ def test_sampled_learning_matches_the_unsampled_fit(monkeypatch: pytest.MonkeyPa
     ``_CHOICE_REFIT`` observations and one episode in ``_SCORE_EVERY`` is scored: after
     1,800 responses from a 6-slot engine the model names the same slot count, its
     parameters within 0.1% of learning from every response in full (1e-4 seen), for under
-    a third of the solves and half the replays."""
+    a fifth of the solves and under a third of the replays."""
     sampled_counts: Counter[str] = Counter()
     sampled = _learn_from_a_six_slot_engine(sampled_counts)
     monkeypatch.setattr(_service_fit, "_SETTLED", 10**9)
@@ -107,7 +107,7 @@ def test_sampled_learning_matches_the_unsampled_fit(monkeypatch: pytest.MonkeyPa
     for name in ("ttft0", "prefill_rate", "tpot1", "beta"):
         assert getattr(sampled, name) == pytest.approx(getattr(full, name), rel=1e-3), name
     assert sampled_counts["solve"] * 3 < full_counts["solve"]
-    assert sampled_counts["simulate"] * 2 < full_counts["simulate"]
+    assert sampled_counts["simulate"] * 3 < full_counts["simulate"]
 
 
 class _PlainMeter(InFlightMeter):
