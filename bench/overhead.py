@@ -24,6 +24,8 @@ first. Reported per arm: median requests/s with its min-max spread and the media
 CPU ms per request; then the ratio of the median throughputs splitter/raw (target >= 0.95)
 and splitter's own CPU microseconds per request: the median over rounds of the splitter
 round's client CPU minus that of the raw round run beside it, per request.
+Each arm's time in the garbage collector is printed beside its CPU (median per round, per
+request; in brackets the part in full collections, whose cost grows with the whole heap).
 The load average (``os.getloadavg()``) is printed before and after: on a shared machine,
 a busy neighbour moves both arms' CPU per request.
 ``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
@@ -44,6 +46,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -75,10 +78,37 @@ Arm = Callable[[openai.AsyncOpenAI, int], Awaitable[float]]
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """One arm's round: wall time and this process's CPU time, in seconds."""
+    """One arm's round: wall time, this process's CPU time and the time its garbage
+    collections took (full collections apart), in seconds."""
 
     wall: float
     cpu: float
+    gc: float = 0.0
+    gc_full: float = 0.0
+
+
+class GcTimer:
+    """Time spent in the garbage collector while it is installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.total = self.full = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        took = time.perf_counter() - self._began
+        self.total += took
+        if info["generation"] == 2:
+            self.full += took
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +121,8 @@ class ArmResult:
     low: float
     high: float
     cpu_ms_per_request: float
+    gc_us_per_request: float = 0.0  # median over rounds; of it, in full collections:
+    gc_full_us_per_request: float = 0.0
 
 
 def _free_port() -> int:
@@ -217,8 +249,10 @@ async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[R
             order = ["raw", "splitter"] if round_no % 2 == 0 else ["splitter", "raw"]
             for name in order:
                 cpu_started = time.process_time()
-                wall = await arms[name](client, requests)
-                results[name].append(Round(wall, time.process_time() - cpu_started))
+                with GcTimer() as collected:
+                    wall = await arms[name](client, requests)
+                cpu = time.process_time() - cpu_started
+                results[name].append(Round(wall, cpu, collected.total, collected.full))
     return results
 
 
@@ -262,7 +296,11 @@ def summarize(name: str, rounds: Sequence[Round], requests: int) -> ArmResult:
     """Median and spread of the throughput; median client CPU per request."""
     rates = [requests / r.wall for r in rounds]
     cpu_ms = statistics.median(r.cpu for r in rounds) / requests * 1000
-    return ArmResult(name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms)
+    gc_us = statistics.median(r.gc for r in rounds) / requests * 1e6
+    full_us = statistics.median(r.gc_full for r in rounds) / requests * 1e6
+    return ArmResult(
+        name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms, gc_us, full_us
+    )
 
 
 def own_us_per_request(rounds: dict[str, list[Round]], requests: int) -> float:
@@ -320,11 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"server: {args.server}"
     )
     print(f"{load_before} before, {load_after} after ({os.cpu_count()} CPUs)")
-    print(f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}")
+    print(
+        f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}"
+        f"{'GC us/req (full)':>18}"
+    )
     for arm in (raw, split):
         print(
             f"{arm.name:<10}{arm.median:>14.1f}{arm.low:>9.1f}{arm.high:>9.1f}"
             f"{arm.cpu_ms_per_request:>20.2f}"
+            f"{arm.gc_us_per_request:>11.0f} ({arm.gc_full_us_per_request:.0f})"
         )
     print(f"overhead: splitter/raw throughput = {ratio:.2f} (target >= {TARGET:.2f})")
     print(f"splitter's own client CPU: {own_us:.0f} us per request (median of round pairs)")

@@ -28,6 +28,8 @@ def test_overhead_script_prints_a_ratio(tmp_path: Path, run_bench: RunBench) -> 
     assert saved["ratio"] > 0
     assert len(saved["raw"]["rates"]) == len(saved["splitter"]["rates"]) == 2
     assert "load average" in proc.stdout
+    assert "GC us/req (full)" in proc.stdout
+    assert saved["splitter"]["gc_us_per_request"] >= saved["splitter"]["gc_full_us_per_request"]
     assert saved["load_before"].startswith("load average ")
 
 
