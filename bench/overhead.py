@@ -24,12 +24,20 @@ first. Reported per arm: median requests/s with its min-max spread and the media
 CPU ms per request; then the ratio of the median throughputs splitter/raw (target >= 0.95)
 and splitter's own CPU microseconds per request: the median over rounds of the splitter
 round's client CPU minus that of the raw round run beside it, per request.
+Each arm's time in the garbage collector is printed beside its CPU (median per round, per
+request; in brackets the part in full collections, whose cost grows with the whole heap).
+The load average (``os.getloadavg()``) is printed before and after: on a shared machine,
+a busy neighbour moves both arms' CPU per request.
+``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
+splitter's own functions by time per request (a profile, not a measurement: the profiler
+adds its own cost to every call).
 It is a measurement: the exit status is 0 whatever the ratio, non-zero only on an error
 (such as a failed request).
 
 Run from the repository root::
 
     /work/venv/bin/python bench/overhead.py [--requests 256] [--rounds 7] [--json PATH]
+    /work/venv/bin/python bench/overhead.py --requests 1024 --profile 2
 """
 
 from __future__ import annotations
@@ -37,7 +45,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
+import gc
 import json
+import os
+import pstats
 import socket
 import statistics
 import subprocess
@@ -66,10 +78,37 @@ Arm = Callable[[openai.AsyncOpenAI, int], Awaitable[float]]
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """One arm's round: wall time and this process's CPU time, in seconds."""
+    """One arm's round: wall time, this process's CPU time and the time its garbage
+    collections took (full collections apart), in seconds."""
 
     wall: float
     cpu: float
+    gc: float = 0.0
+    gc_full: float = 0.0
+
+
+class GcTimer:
+    """Time spent in the garbage collector while it is installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.total = self.full = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        took = time.perf_counter() - self._began
+        self.total += took
+        if info["generation"] == 2:
+            self.full += took
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +121,8 @@ class ArmResult:
     low: float
     high: float
     cpu_ms_per_request: float
+    gc_us_per_request: float = 0.0  # median over rounds; of it, in full collections:
+    gc_full_us_per_request: float = 0.0
 
 
 def _free_port() -> int:
@@ -208,16 +249,58 @@ async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[R
             order = ["raw", "splitter"] if round_no % 2 == 0 else ["splitter", "raw"]
             for name in order:
                 cpu_started = time.process_time()
-                wall = await arms[name](client, requests)
-                results[name].append(Round(wall, time.process_time() - cpu_started))
+                with GcTimer() as collected:
+                    wall = await arms[name](client, requests)
+                cpu = time.process_time() - cpu_started
+                results[name].append(Round(wall, cpu, collected.total, collected.full))
     return results
+
+
+async def profile_splitter(base_url: str, requests: int, rounds: int) -> cProfile.Profile:
+    """Warm up both arms, then ``rounds`` splitter rounds under cProfile."""
+    profiler = cProfile.Profile()
+    async with make_client(base_url, requests) as client:
+        await run_raw(client, requests)
+        await run_splitter(client, requests)
+        profiler.enable()
+        for _ in range(rounds):
+            await run_splitter(client, requests)
+        profiler.disable()
+    return profiler
+
+
+def print_own_costs(profiler: cProfile.Profile, requests: int, top: int = 25) -> None:
+    """Splitter's own functions (its package's files), by own time per request."""
+    package = str(Path(__file__).resolve().parent.parent / "splitter")
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    own = [
+        (tottime, cumtime, calls, f"{Path(path).relative_to(package)}:{line}({name})")
+        for (path, line, name), (_, calls, tottime, cumtime, _callers) in stats.items()
+        if path.startswith(package)
+    ]
+    total = sum(row[0] for row in own)
+    print(f"splitter's own functions: {total / requests * 1e6:.0f} us per request in all")
+    print(f"{'own us/req':>11}{'cum us/req':>11}{'calls/req':>10}  function")
+    for tottime, cumtime, calls, where in sorted(own, reverse=True)[:top]:
+        print(
+            f"{tottime / requests * 1e6:>11.1f}{cumtime / requests * 1e6:>11.1f}"
+            f"{calls / requests:>10.1f}  {where}"
+        )
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def summarize(name: str, rounds: Sequence[Round], requests: int) -> ArmResult:
     """Median and spread of the throughput; median client CPU per request."""
     rates = [requests / r.wall for r in rounds]
     cpu_ms = statistics.median(r.cpu for r in rounds) / requests * 1000
-    return ArmResult(name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms)
+    gc_us = statistics.median(r.gc for r in rounds) / requests * 1e6
+    full_us = statistics.median(r.gc_full for r in rounds) / requests * 1e6
+    return ArmResult(
+        name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms, gc_us, full_us
+    )
 
 
 def own_us_per_request(rounds: dict[str, list[Round]], requests: int) -> float:
@@ -235,6 +318,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=7, help="measured rounds per arm")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results")
     parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile N splitter rounds instead of measuring; print splitter's own costs",
+    )
+    parser.add_argument(
         "--server",
         choices=("subprocess", "thread"),
         default="subprocess",
@@ -249,8 +339,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1:
         parser.error("--requests and --rounds must be at least 1")
+    if args.profile > 0:
+        with sim_server(args.server) as base_url:
+            profiler = asyncio.run(profile_splitter(base_url, args.requests, args.profile))
+        print(f"{args.requests} concurrent requests, {args.profile} profiled splitter rounds")
+        print_own_costs(profiler, args.requests * args.profile)
+        return 0
+    load_before = _load()
     with sim_server(args.server) as base_url:
         rounds = asyncio.run(measure(base_url, args.requests, args.rounds))
+    load_after = _load()
     raw = summarize("raw", rounds["raw"], args.requests)
     split = summarize("splitter", rounds["splitter"], args.requests)
     ratio = split.median / raw.median
@@ -259,11 +357,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.requests} concurrent requests, {args.rounds} rounds per arm after 1 warm-up, "
         f"server: {args.server}"
     )
-    print(f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}")
+    print(f"{load_before} before, {load_after} after ({os.cpu_count()} CPUs)")
+    print(
+        f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}"
+        f"{'GC us/req (full)':>18}"
+    )
     for arm in (raw, split):
         print(
             f"{arm.name:<10}{arm.median:>14.1f}{arm.low:>9.1f}{arm.high:>9.1f}"
             f"{arm.cpu_ms_per_request:>20.2f}"
+            f"{arm.gc_us_per_request:>11.0f} ({arm.gc_full_us_per_request:.0f})"
         )
     print(f"overhead: splitter/raw throughput = {ratio:.2f} (target >= {TARGET:.2f})")
     print(f"splitter's own client CPU: {own_us:.0f} us per request (median of round pairs)")
@@ -277,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ratio": ratio,
             "own_us_per_request": own_us,
             "target": TARGET,
+            "load_before": load_before,
+            "load_after": load_after,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0

@@ -5,6 +5,7 @@ does I/O; the clock is whatever the caller measured."""
 from __future__ import annotations
 
 import bisect
+import operator
 from collections import deque
 from collections.abc import Iterable, Mapping
 
@@ -19,8 +20,7 @@ SLOT_CANDIDATES: tuple[int | None, ...] = (
 Reading = tuple[float, float]  # (seconds queued at the server, sequences running beside it)
 
 
-def _first(pair: tuple[float, tuple[float, ...]]) -> float:
-    return pair[0]
+_first = operator.itemgetter(0)  # of a (time, areas) snapshot
 
 
 class InFlightMeter:
@@ -83,25 +83,32 @@ class InFlightMeter:
         # When the requests sent before it returned, earliest first; those still out
         # return later than any of these.
         returned = self._returned
-        returns = sorted((returned[t] for t in earlier if t in returned), key=_first)
+        returns = [returned[t] for t in earlier if t in returned]
+        returns.sort(key=_first)
+        finished, areas_now = self._finished, self._areas
+        ahead, known, done = len(earlier), len(returns), len(finished)
         view: dict[int | None, tuple[Reading, ...]] = {}
         for i, cap in enumerate(self._caps):
-            admissions = [(started, start_areas)]
-            if cap is not None:
-                # Admitted once all but cap - 1 of those ahead had returned.
-                k = len(earlier) - cap
-                first_come = returns[k] if 0 <= k < len(returns) else None
-                by_order = self._finished[-cap] if len(self._finished) >= cap else None
-                admissions = [
-                    (started, start_areas) if at is None or not started < at[0] < now else at
-                    for at in (first_come, by_order)
-                ]
+            area = areas_now[i]
+            if cap is None:
+                served = now - started
+                running = (area - start_areas[i]) / served if served > 0 else 1.0
+                view[cap] = ((0.0, running),)
+                continue
+            # Admitted once all but cap - 1 of those ahead had returned.
+            k = ahead - cap
+            first_come = returns[k] if 0 <= k < known else None
+            by_order = finished[-cap] if done >= cap else None
             readings: list[Reading] = []
-            for when, areas in admissions:
+            for at in (first_come, by_order):
+                when, areas = (
+                    (started, start_areas) if at is None or not started < at[0] < now else at
+                )
                 served = now - when
-                running = (self._areas[i] - areas[i]) / served if served > 0 else 1.0
-                if (when - started, running) not in readings:
-                    readings.append((when - started, running))
+                running = (area - areas[i]) / served if served > 0 else 1.0
+                reading = (when - started, running)
+                if reading not in readings:
+                    readings.append(reading)
             view[cap] = tuple(readings)
         snapshot = (now, tuple(self._areas))
         self._finished.append(snapshot)

@@ -72,6 +72,7 @@ class OpenAIBackend:
         readings: EngineReadings | None = None,
     ) -> None:
         self._client = client.with_options(max_retries=0)
+        _share_platform(client, self._client)
         self._threads = anyio.CapacityLimiter(max_threads)
         self._api = api
         self._readings = readings
@@ -100,6 +101,8 @@ class OpenAIBackend:
         except _TRANSPORT_ERROR as exc:  # a body read that openai did not wrap (openai 2.x)
             raise APIConnectionError(f"connection failed: {exc}") from exc
         elapsed = _clock.now() - started
+        if _PLATFORM is None:
+            _remember_platform(self._client)
         if kwargs is None:
             extra = getattr(completion, "model_extra", None) or {}
             await self._told(timings_of(extra.get("timings")))
@@ -227,6 +230,29 @@ class OpenAIBackend:
         # thread's request finishes (or times out) on its own.
         call = functools.partial(create, **kwargs)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=self._threads)
+
+
+def _share_platform(client: AnyOpenAI, copy: AnyOpenAI) -> None:
+    """Give ``copy`` (from ``with_options``) the platform ``client`` already read.
+
+    openai reads the platform for its headers on a client's first request, in a worker
+    thread, and a ``with_options`` copy starts without it: every Splitter's first burst of
+    requests (256 at once in ``bench/overhead.py``) would each start a thread to read it
+    again. The platform is the process's, so one read serves every copy."""
+    global _PLATFORM
+    known = getattr(client, "_platform", None) or _PLATFORM
+    if known is None or getattr(copy, "_platform", known) is not None:
+        return
+    copy._platform = known
+    _PLATFORM = known
+
+
+_PLATFORM: Any = None  # the platform a client of this process has read, once one has
+
+
+def _remember_platform(client: AnyOpenAI) -> None:
+    global _PLATFORM
+    _PLATFORM = getattr(client, "_platform", None)
 
 
 def _props_url(base_url: str) -> str:

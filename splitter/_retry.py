@@ -7,6 +7,7 @@ exponential backoff with a cap.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -93,12 +94,22 @@ def retrying(
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> AsyncRetrying:
     """An ``async for attempt in retrying(...)`` loop built from ``policy``."""
+    stop, wait, retry = _strategies(policy)
     return AsyncRetrying(
-        stop=stop_after_attempt(policy.max_attempts)
-        | _StopIfToldToWaitTooLong(policy.max_retry_after),
-        wait=_Wait(policy),
-        retry=retry_if_exception(is_retryable),
+        stop=stop,
+        wait=wait,
+        retry=retry,
         sleep=sleep,
         before_sleep=before_sleep,
         reraise=True,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _strategies(policy: RetryPolicy) -> tuple[stop_base, _Wait, retry_if_exception]:
+    """``policy``'s stop, wait and retry rules: stateless, so built once per policy rather
+    than once per request (issue #21)."""
+    stop = stop_after_attempt(policy.max_attempts) | _StopIfToldToWaitTooLong(
+        policy.max_retry_after
+    )
+    return stop, _Wait(policy), retry_if_exception(is_retryable)

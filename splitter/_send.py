@@ -211,14 +211,17 @@ class Sender:
     ) -> Completion:
         """The call under the policy's timeout; overload and 429s told to the concurrency
         limit and the budget."""
-        timeout = self.run.policy.timeout if self.run.policy.timeout is not None else math.inf
+        timeout = self.run.policy.timeout
         concurrency = self.run.endpoint.concurrency
         try:
+            if timeout is None:  # no cancel scope to open and close per request
+                return await self._call(messages, params, streamed)
             with anyio.fail_after(timeout):
                 return await self._call(messages, params, streamed)
         except TimeoutError as exc:
             concurrency.on_overload()
-            raise APITimeoutError(f"no answer within the {timeout:g}s timeout") from exc
+            limit = math.inf if timeout is None else timeout
+            raise APITimeoutError(f"no answer within the {limit:g}s timeout") from exc
         except RateLimitError:
             # The budget learns the rate; fewer requests in flight would not send slower.
             self.run.counters.rate_limited += 1

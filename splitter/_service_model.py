@@ -37,16 +37,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
+from ._service_fit import _DECAY, _dot, _Fit
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
 
-_DECAY = 0.98
 _TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
 _CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper than another
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
+# Slot counts are scored on every episode until this many have been, then on one in
+# _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
+_SCORED_FIRST = 4
+_SCORE_EVERY = 4
+_PENDING_EPISODES = 4  # episodes whose replay may wait until the slot count is read
 
 
 class ServicePrior(BaseModel):
@@ -102,48 +107,6 @@ class Observation:
     idle: bool = False  # nothing else was in flight to this service when it returned
 
 
-class _Fit:
-    """Decayed least-squares sums for one candidate slot count."""
-
-    __slots__ = ("error", "slots", "xtx", "xty", "yy")
-
-    def __init__(self, slots: int | None) -> None:
-        self.slots = slots
-        self.xtx = [[0.0] * 4 for _ in range(4)]
-        self.xty = [0.0] * 4
-        self.yy = 0.0
-        self.error = 0.0  # decayed squared log error of its replayed latencies
-
-    def add(self, inputs: float, outputs: float, running: float, target: float) -> None:
-        x = (1.0, inputs, outputs, outputs * (max(1.0, running) - 1))
-        decay = _DECAY
-        self.yy = self.yy * decay + target * target
-        xty = self.xty
-        for i, (xi, row) in enumerate(zip(x, self.xtx, strict=True)):
-            xty[i] = xty[i] * decay + xi * target
-            row[:] = [r * decay + xi * xj for r, xj in zip(row, x, strict=True)]
-
-    def solve(
-        self, theta0: tuple[float, ...], lams: tuple[float, ...]
-    ) -> tuple[float, float, float, float]:
-        """The ridge solution."""
-        a = [row[:] for row in self.xtx]
-        b = self.xty[:]
-        for j in range(4):
-            a[j][j] += lams[j]
-            b[j] += lams[j] * theta0[j]
-        return _solve4(a, b)
-
-    def dump(self) -> dict[str, object]:
-        return {
-            "slots": self.slots,
-            "xtx": self.xtx,
-            "xty": self.xty,
-            "yy": self.yy,
-            "error": self.error,
-        }
-
-
 class ServiceModel:
     """Online estimate of one service's RTT, speed curve and slot count."""
 
@@ -162,6 +125,11 @@ class ServiceModel:
         self.limits: dict[str, Any] = {}
         self._cached: ServiceEstimate | None = None
         self._episode: list[tuple[float, float, int, int]] = []
+        self._episodes = 0  # episodes ended, scored or not
+        # Episodes scored but not yet replayed: each with every count's estimate then.
+        self._pending: list[
+            tuple[list[tuple[float, float, int, int]], list[tuple[_Fit, ServiceEstimate | None]]]
+        ] = []
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
         # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
         self._cached_time = [0.0, 0.0]
@@ -191,7 +159,6 @@ class ServiceModel:
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
             self._ratio_weight = self._ratio_weight * _DECAY + 1
-        ridge: tuple[tuple[float, ...], tuple[float, ...]] | None = None
         for fit in self._fits:
             # What the engine spent on it if the server ran ``fit.slots`` at once: the time
             # it would have queued is not the engine's, and only the sequences holding a
@@ -207,8 +174,7 @@ class ServiceModel:
                     wait = max(0.0, wait - rtt)
                 served.append((max(0.0, target - wait), running))
             if len(served) > 1:
-                ridge = ridge or self._ridge()
-                theta = fit.solve(*ridge)
+                theta = fit.choosing(self.observations, self._ridge)
                 served.sort(key=lambda r: _misfit(theta, obs, r))
             fit.add(float(fresh), float(obs.output_tokens), served[0][1], served[0][0])
         self.observations += 1
@@ -216,7 +182,11 @@ class ServiceModel:
         if obs.started is not None:
             self._episode.append((obs.started, obs.latency, fresh, obs.output_tokens))
             if obs.idle or len(self._episode) >= _EPISODE_CAP:
-                self._score_slots()
+                self._episodes += 1
+                if self._episodes <= _SCORED_FIRST or self._episodes % _SCORE_EVERY == 0:
+                    self._score_slots()
+                else:
+                    self._episode = []
 
     def _learn_cached(self, obs: Observation, target: float, running: float) -> None:
         """What a cached prompt token costs: the time the model (before this response)
@@ -250,36 +220,54 @@ class ServiceModel:
         Per-request fits cannot choose the count: the fewer the slots, the more of each
         latency is put down to queueing, which that fit then need not explain. The replay
         predicts the queueing too, so every count answers for the whole latency.
+
+        Each count's estimate is taken now; the replays, the costly part, wait until the
+        slot count is next read (:meth:`estimate`, :meth:`dumps`) or ``_PENDING_EPISODES``
+        episodes are waiting: off the path of the response that ended the episode, and
+        never run for a model no one reads again (the same errors either way).
         """
         episode, self._episode = sorted(self._episode), []
         if len(episode) < 2 or len(self._fits) < 2:
             return
-        first = episode[0][0]
-        ready = [sent - first for sent, *_ in episode]
-        inputs = [i for *_, i, _ in episode]
-        outputs = [o for *_, o in episode]
         theta0, lams = self._ridge()
-        fade = _DECAY ** len(episode)
-        measured = sorted(latency for _, latency, *_ in episode)
         peak = _peak_overlap(episode)
-        unlimited: float | None = None
+        estimates: list[tuple[_Fit, ServiceEstimate | None]] = []
         for fit in reversed(self._fits):  # "no limit" first
-            if unlimited is not None and fit.slots is not None and fit.slots >= peak:
-                error = unlimited  # never binding here: it predicts what "no limit" predicts
+            if estimates and fit.slots is not None and fit.slots >= peak:
+                # Never binding here: it predicts what "no limit" predicts.
+                estimates.append((fit, None))
             else:
-                estimate = self._estimate_from(fit.solve(theta0, lams), fit.slots)
-                starts, finishes = simulate(inputs, outputs, ready, estimate, len(episode))
-                # Sorted, as the server's admission order is its own: compared is the
-                # spread of latencies (who waited), not which request it was.
-                predicted = sorted(f - s for s, f in zip(starts, finishes, strict=True))
-                error = sum(
-                    math.log(p / m) ** 2
-                    for p, m in zip(predicted, measured, strict=True)
-                    if p > 0 and m > 0
-                )
-                if fit.slots is None:
-                    unlimited = error
-            fit.error = fit.error * fade + error
+                estimates.append((fit, self._estimate_from(fit.solve(theta0, lams), fit.slots)))
+        self._pending.append((episode, estimates))
+        if len(self._pending) >= _PENDING_EPISODES:
+            self._replay_pending()
+
+    def _replay_pending(self) -> None:
+        """Charge each count its error on the episodes waiting, in the order they ended."""
+        pending, self._pending = self._pending, []
+        for episode, estimates in pending:
+            first = episode[0][0]
+            ready = [sent - first for sent, *_ in episode]
+            inputs = [i for *_, i, _ in episode]
+            outputs = [o for *_, o in episode]
+            fade = _DECAY ** len(episode)
+            measured = sorted(latency for _, latency, *_ in episode)
+            unlimited = 0.0
+            for fit, estimate in estimates:
+                error = unlimited
+                if estimate is not None:
+                    starts, finishes = simulate(inputs, outputs, ready, estimate, len(episode))
+                    # Sorted, as the server's admission order is its own: compared is the
+                    # spread of latencies (who waited), not which request it was.
+                    predicted = sorted(f - s for s, f in zip(starts, finishes, strict=True))
+                    error = sum(
+                        math.log(p / m) ** 2
+                        for p, m in zip(predicted, measured, strict=True)
+                        if p > 0 and m > 0
+                    )
+                    if fit.slots is None:
+                        unlimited = error
+                fit.error = fit.error * fade + error
         self._cached = None
 
     @property
@@ -290,6 +278,8 @@ class ServiceModel:
     def estimate(self) -> ServiceEstimate:
         """The current parameters (the prior until data arrives), with what the engine told
         in place of what was inferred (``_engine_readings``)."""
+        if self._pending:
+            self._replay_pending()
         if self.engine.news() or self._cached is None:
             self._cached = self.engine.applied(self._solve())
         return self._cached
@@ -351,6 +341,7 @@ class ServiceModel:
 
     def dumps(self) -> str:
         """What was learned, as JSON (see :meth:`loads`)."""
+        self._replay_pending()
         return json.dumps(
             {
                 "fits": [fit.dump() for fit in self._fits],
@@ -417,33 +408,3 @@ def _misfit(
     if served <= 0 or predicted <= 0:
         return math.inf
     return abs(math.log(served / predicted))
-
-
-def _dot(x: tuple[float, ...], theta: tuple[float, ...]) -> float:
-    x0, x1, x2, x3 = x
-    t0, t1, t2, t3 = theta
-    return sum((x0 * t0, x1 * t1, x2 * t2, x3 * t3))
-
-
-def _solve4(a: list[list[float]], b: list[float]) -> tuple[float, float, float, float]:
-    """Gaussian elimination with partial pivoting; the ridge keeps ``a`` well conditioned."""
-    n = len(b)
-    m = [[*row, b[i]] for i, row in enumerate(a)]
-    for col in range(n):
-        pivot = col
-        for r in range(col + 1, n):  # the first of the largest, as max() picks
-            if abs(m[r][col]) > abs(m[pivot][col]):
-                pivot = r
-        m[col], m[pivot] = m[pivot], m[col]
-        top = m[col]
-        lead = top[col]
-        for r in range(col + 1, n):
-            row = m[r]
-            factor = row[col] / lead
-            for c in range(col, n + 1):
-                row[c] -= factor * top[c]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        row = m[r]
-        x[r] = (row[n] - sum([row[c] * x[c] for c in range(r + 1, n)])) / row[r]
-    return (x[0], x[1], x[2], x[3])

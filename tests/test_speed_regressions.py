@@ -29,7 +29,7 @@ from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
 from splitter._questions import Question
 from splitter._request_spec import RequestSpec
-from splitter._service_model import _DECAY, _dot, _Fit, _solve4
+from splitter._service_fit import _DECAY, _dot, _Fit, _solve4
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
 

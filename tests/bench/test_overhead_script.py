@@ -27,3 +27,15 @@ def test_overhead_script_prints_a_ratio(tmp_path: Path, run_bench: RunBench) -> 
     assert round(saved["own_us_per_request"]) == int(own.group(1))
     assert saved["ratio"] > 0
     assert len(saved["raw"]["rates"]) == len(saved["splitter"]["rates"]) == 2
+    assert "load average" in proc.stdout
+    assert "GC us/req (full)" in proc.stdout
+    assert saved["splitter"]["gc_us_per_request"] >= saved["splitter"]["gc_full_us_per_request"]
+    assert saved["load_before"].startswith("load average ")
+
+
+def test_overhead_script_profiles_splitters_own_functions(run_bench: RunBench) -> None:
+    """``--profile 1`` prints splitter's own functions by time per request, the sender's
+    among them."""
+    proc = run_bench("overhead.py", "--requests", "16", "--profile", "1")
+    assert "splitter's own functions:" in proc.stdout, proc.stdout
+    assert "_send.py:" in proc.stdout
