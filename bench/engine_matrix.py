@@ -151,12 +151,12 @@ class CellReport:
         }
 
 
-def policies(n: int) -> dict[str, Policy]:
+def policies(n: int, canaries: bool = True) -> dict[str, Policy]:
     return {
         "merged": Policy(strategy="merge", merge=MergePolicy(max_per_request=n), timeout=600),
         "fan-out": Policy(strategy="fanout", timeout=600),
         "primed": Policy(strategy="primed", timeout=600),
-        "auto": Policy(timeout=600),
+        "auto": Policy(merge=MergePolicy(canaries=canaries), timeout=600),
     }
 
 
@@ -188,7 +188,7 @@ class Matrix:
         params: dict[str, Any] = {"temperature": 0}
         if self.args.ignore_eos:
             params["extra_body"] = {"ignore_eos": True}
-        self.splitter.policy = policies(cell.n)[plan]
+        self.splitter.policy = policies(cell.n, self.args.canaries)[plan]
         result = await self.splitter.aask_many(ask, system=SYSTEM, context=context, **params)
         return self._run(plan, round_, picked, result)
 
@@ -360,6 +360,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=2, help="measured rounds per cell")
     p.add_argument("--warmup", type=int, default=1, help="auto batches per cell before measuring")
     p.add_argument("--ignore-eos", action="store_true", help="pin answers to max_tokens")
+    p.add_argument(
+        "--canaries",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="auto's merge canaries (MergePolicy.canaries; default on, as for users)",
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="write every run here")
     p.add_argument("--plot", default=None, metavar="PNG", help="a bar chart of the medians")
     return p
@@ -368,10 +374,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     where = f"{args.base_url} (model {args.model!r})" if args.base_url else "the simulator"
+    unit = "seconds" if args.base_url else "simulated seconds (virtual)"
     print(
         f"engine matrix on {where}: plans {', '.join(PLANS)}; {args.rounds} round(s) per cell, "
         f"interleaved; auto warm-up {args.warmup} batch(es) per cell ({2 * args.warmup} in "
-        f"the first); times in {'seconds' if args.base_url else 'simulated seconds (virtual)'}"
+        f"the first); auto's canaries {'on' if args.canaries else 'off'}; times in {unit}"
         f"; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
