@@ -31,7 +31,9 @@ after the question. ``correct`` counts answers matching the question's accept pa
 simulator, whose answers are tags: there ``own`` counts answers attached to their own
 question).
 
-Columns per plan: median wall (the whole ``aask_many`` call), predicted (the plan's
+Columns per plan: median wall (the whole ``aask_many`` call), plan-t (until each request
+of the plan had its answer: re-asks of what a merged reply did not give back and merge
+canaries left out; "-" if a plan's request failed), predicted (the plan's
 estimate), pred/meas, requests sent (re-asks included), prompt tokens and those the engine
 served from its cache (``usage.prompt_tokens_details.cached_tokens``: llama-server fills it
 from ``timings.cache_n``), answers. Per cell: the fastest plan, auto's choice, and
@@ -69,7 +71,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # merge_quality, besid
 
 from merge_quality import Checkable, correct, load
 
-from splitter import BatchResult, MergePolicy, Policy, Question, Splitter
+from splitter import (
+    BatchPlanned,
+    BatchResult,
+    BatchStarted,
+    Event,
+    MergePolicy,
+    Policy,
+    Question,
+    RequestFinished,
+    Splitter,
+)
 from splitter.sim import PROFILES, SimService, answer_tag
 from splitter.testing import run_virtual
 
@@ -127,6 +139,33 @@ class Run:
     answered: int
     correct: int
     own: int | None  # simulator: answers carrying their own question's tag
+    planned: float | None = None  # until the plan's own requests were answered (no re-asks)
+
+
+class PlanSpan:
+    """An ``on_event`` hook: the time from the batch's start until every request of the
+    first plan had its first response, re-asks and canaries left out (they ask other
+    groups of questions than the plan's)."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.groups: set[tuple[int, ...]] = set()
+        self.done: dict[tuple[int, ...], float] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, BatchStarted):
+            self.start = event.at
+        elif isinstance(event, BatchPlanned) and event.wave == 0:
+            self.groups = {tuple(sorted(g)) for g in event.groups}
+        elif isinstance(event, RequestFinished) and event.ok:
+            key = tuple(sorted(event.indexes))
+            if key in self.groups:
+                self.done.setdefault(key, event.at)
+
+    def span(self) -> float | None:
+        if self.start is None or not self.groups or set(self.done) != self.groups:
+            return None
+        return max(self.done.values()) - self.start
 
 
 @dataclass(slots=True)
@@ -189,8 +228,13 @@ class Matrix:
         if self.args.ignore_eos:
             params["extra_body"] = {"ignore_eos": True}
         self.splitter.policy = policies(cell.n, self.args.canaries)[plan]
-        result = await self.splitter.aask_many(ask, system=SYSTEM, context=context, **params)
-        return self._run(plan, round_, picked, result)
+        hook = PlanSpan()
+        result = await self.splitter.aask_many(
+            ask, system=SYSTEM, context=context, on_event=hook, **params
+        )
+        run = self._run(plan, round_, picked, result)
+        run.planned = hook.span()
+        return run
 
     def _run(self, plan: str, round_: int, picked: list[Checkable], result: BatchResult) -> Run:
         s, u = result.stats, result.usage
@@ -271,7 +315,7 @@ async def on_engine(args: argparse.Namespace) -> list[CellReport]:
 
 
 HEADER = (
-    f"{'cell':<22}{'plan':<9}{'wall':>8}{'pred':>8}{'p/m':>6}{'req':>5}"
+    f"{'cell':<22}{'plan':<9}{'wall':>8}{'plan-t':>8}{'pred':>8}{'p/m':>6}{'req':>5}"
     f"{'prompt':>8}{'cached':>8}{'out/q':>7}{'answered':>10}{'correct':>9}  chosen"
 )
 
@@ -287,8 +331,10 @@ def print_cell(report: CellReport, args: argparse.Namespace) -> None:
         answered = f"{sum(r.answered for r in runs)}/{sum(r.asked for r in runs)}"
         good = sum(r.correct for r in runs) if args.base_url else sum(r.own or 0 for r in runs)
         out = report.median(plan, "completion_tokens") / cell.n
+        spans = [r.planned for r in runs]
+        span = "-" if None in spans else f"{statistics.median(x for x in spans if x):.2f}"
         print(
-            f"{cell.name:<22}{plan:<9}{wall:>8.2f}"
+            f"{cell.name:<22}{plan:<9}{wall:>8.2f}{span:>8}"
             + ("       -" if pred is None else f"{pred:>8.2f}")
             + f"{ratio:>6}{report.median(plan, 'requests'):>5g}"
             f"{report.median(plan, 'prompt_tokens'):>8g}{report.median(plan, 'cached_tokens'):>8g}"

@@ -36,6 +36,7 @@ def test_a_tiny_matrix_prints_every_cell_and_plan_and_answers_every_question(
         runs = cell["runs"]
         assert sorted(r["plan"] for r in runs) == sorted(PLANS * 2)
         assert all(r["asked"] == r["answered"] == r["own"] == 2 for r in runs)
+        assert all(0 < r["planned"] <= r["wall"] for r in runs)
         assert cell["summary"]["auto_chose"] in {r["chosen"] for r in runs}
     doc = saved[1]["runs"]
     assert all(r["prompt_tokens"] > 1000 * r["requests"] for r in doc)  # the document went
