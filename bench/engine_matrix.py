@@ -26,7 +26,8 @@ temperature 0; each question is capped at ``max_tokens`` = its answer length. On
 engine answers end where the model ends them (``--ignore-eos`` pins them to the cap, as
 ``seed_benchmark.py`` does; merged requests then always re-ask their last answer); the
 ``out`` column shows completion tokens per question. Length 200 asks "Explain in detail."
-after the question. ``correct`` counts answers matching the question's accept patterns
+after the question, shorter lengths "Answer in a few words." ``correct`` counts answers
+matching the question's accept patterns
 (meaningless with the base model gemma, whose answers are not answers; meaningless on the
 simulator, whose answers are tags: there ``own`` counts answers attached to their own
 question).
@@ -90,6 +91,7 @@ SYSTEM = "You are a helpful assistant."
 TARGET_SHARE = 0.95  # auto / best (issue 19)
 TARGET_PREDICTION = 0.15  # |predicted / measured - 1|
 LONG = 100  # answer lengths from here on ask for detail
+SHORT = " Answer in a few words."  # below it: SmolLM2 otherwise starts "To add 9 and 8, ..."
 _FACTS = (
     "The harbour town of Veldmark was founded by fishermen in the year 1412.",
     "Its lighthouse, painted red and white, stands 38 metres tall on the northern cliff.",
@@ -216,7 +218,7 @@ class Matrix:
         self.batches += 1
         ask = []
         for q in picked:
-            text = q.question + (" Explain in detail." if cell.tokens >= LONG else "")
+            text = q.question + (" Explain in detail." if cell.tokens >= LONG else SHORT)
             if self.on_sim:
                 text += f" [len={cell.tokens}]"
             ask.append(Question(text=text, max_tokens=cell.tokens))
@@ -333,7 +335,7 @@ HEADER = (
 )
 
 
-def print_cell(report: CellReport, args: argparse.Namespace) -> None:
+def print_cell(report: CellReport, args: argparse.Namespace, load: bool = True) -> None:
     cell = report.cell
     for plan in PLANS:
         runs = [r for r in report.runs if r.plan == plan]
@@ -342,7 +344,7 @@ def print_cell(report: CellReport, args: argparse.Namespace) -> None:
         pred = statistics.median(preds) if preds else None
         ratio = "-" if pred is None or wall <= 0 else f"{pred / wall:.2f}"
         answered = f"{sum(r.answered for r in runs)}/{sum(r.asked for r in runs)}"
-        good = sum(r.correct for r in runs) if args.base_url else sum(r.own or 0 for r in runs)
+        good = sum(r.correct if r.own is None else r.own for r in runs)
         out = report.median(plan, "completion_tokens") / cell.n
         spans = [r.planned for r in runs]
         span = "-" if None in spans else f"{statistics.median(x for x in spans if x):.2f}"
@@ -359,12 +361,12 @@ def print_cell(report: CellReport, args: argparse.Namespace) -> None:
     print(
         f"{cell.name:<22}best {s['best']}, auto chose {s['auto_chose']} "
         f"({', '.join(s['auto_choices'])}); auto/best {share}; warm-up: "
-        f"{', '.join(report.warmup)}; load {os.getloadavg()[0]:.2f}",
+        f"{', '.join(report.warmup)}" + (f"; load {os.getloadavg()[0]:.2f}" if load else ""),
         flush=True,
     )
 
 
-def print_summary(reports: list[CellReport]) -> None:
+def print_summary(reports: list[CellReport], load: bool = True) -> None:
     shares = [r.summary()["auto_share"] for r in reports]
     met = sum(s is not None and s >= TARGET_SHARE for s in shares)
     close = 0
@@ -378,8 +380,8 @@ def print_summary(reports: list[CellReport]) -> None:
                 close += wall > 0 and abs(statistics.median(preds) / wall - 1) <= TARGET_PREDICTION
     print(
         f"summary: cells={len(reports)} auto/best>={TARGET_SHARE} in {met}; "
-        f"predicted within {TARGET_PREDICTION:.0%} in {close} of {pairs} (cell, plan) pairs; "
-        f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"predicted within {TARGET_PREDICTION:.0%} in {close} of {pairs} (cell, plan) pairs"
+        + (f"; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}" if load else "")
     )
 
 
@@ -427,11 +429,37 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", default=None, metavar="PATH", help="write every run here")
     p.add_argument("--plot", default=None, metavar="PNG", help="a bar chart of the medians")
+    p.add_argument(
+        "--from-json", default=None, metavar="PATH", help="print (and --plot) a saved run"
+    )
     return p
+
+
+def load_reports(path: Path) -> list[CellReport]:
+    """The cells a ``--json`` file holds (one a run wrote after every cell, cut short or not)."""
+    cells_ = json.loads(path.read_text())["cells"]
+    return [
+        CellReport(Cell(**c["cell"]), [Run(**r) for r in c["runs"]], list(c["warmup"]))
+        for c in cells_
+    ]
+
+
+def replot(args: argparse.Namespace) -> int:
+    """``--from-json PATH``: print the table and the plot of a saved run, sending nothing."""
+    reports = load_reports(Path(args.from_json))
+    print(HEADER)
+    for report in reports:
+        print_cell(report, args, load=False)
+    print_summary(reports, load=False)
+    if args.plot:
+        save_plot(reports, Path(args.plot), f"engine matrix: {args.from_json}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.from_json:
+        return replot(args)
     where = f"{args.base_url} (model {args.model!r})" if args.base_url else "the simulator"
     unit = "seconds" if args.base_url else "simulated seconds (virtual)"
     print(

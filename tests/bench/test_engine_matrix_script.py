@@ -40,3 +40,5 @@ def test_a_tiny_matrix_prints_every_cell_and_plan_and_answers_every_question(
         assert cell["summary"]["auto_chose"] in {r["chosen"] for r in runs}
     doc = saved[1]["runs"]
     assert all(r["prompt_tokens"] > 1000 * r["requests"] for r in doc)  # the document went
+    again = run_bench("engine_matrix.py", "--from-json", str(out))  # sends nothing
+    assert ROW.findall(again.stdout) == rows
