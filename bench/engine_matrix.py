@@ -142,6 +142,7 @@ class Run:
     correct: int
     own: int | None  # simulator: answers carrying their own question's tag
     planned: float | None = None  # until the plan's own requests were answered (no re-asks)
+    service: str = ""  # the learned terms the plan was priced with (explain()'s line)
 
 
 class PlanSpan:
@@ -259,6 +260,7 @@ class Matrix:
             answered=sum(a.ok for a in result),
             correct=sum(correct(a.text, q.accept) for a, q in zip(result, picked, strict=True)),
             own=own,
+            service=_service_line(result),
         )
 
     async def cell(self, cell: Cell, first: bool) -> CellReport:
@@ -270,6 +272,13 @@ class Matrix:
             for plan in order:
                 report.runs.append(await self.ask(cell, plan, r))
         return report
+
+
+def _service_line(result: BatchResult) -> str:
+    if result.plan is None:
+        return ""
+    lines = result.plan.explain().splitlines()
+    return next((line.strip() for line in lines if line.strip().startswith("service:")), "")
 
 
 def cells(args: argparse.Namespace) -> list[Cell]:
@@ -357,6 +366,9 @@ def print_cell(report: CellReport, args: argparse.Namespace, load: bool = True) 
             flush=True,
         )
     s = report.summary()
+    auto = [r for r in report.runs if r.plan == "auto"]
+    if auto and auto[-1].service:
+        print(f"{cell.name:<22}auto priced with {auto[-1].service}")
     share = "-" if s["auto_share"] is None else f"{s['auto_share']:.2f}"
     print(
         f"{cell.name:<22}best {s['best']}, auto chose {s['auto_chose']} "
