@@ -10,7 +10,7 @@ from pathlib import Path
 from bench_support import RunBench
 
 PLANS = ("merged", "fan-out", "primed", "auto")
-ROW = re.compile(r"^(N=\d+ T=\d+ ctx=\w+)\s+(merged|fan-out|primed|auto)\s+(\S+)\s", re.M)
+ROW = re.compile(r"^(N=\d+ T=\d+ ctx=\w+)\s+(merged|fan-out|primed|auto)\s+(\d+\.\d+)\s", re.M)
 
 
 def test_a_tiny_matrix_prints_every_cell_and_plan_and_answers_every_question(
