@@ -60,6 +60,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -92,6 +93,7 @@ TARGET_SHARE = 0.95  # auto / best (issue 19)
 TARGET_PREDICTION = 0.15  # |predicted / measured - 1|
 LONG = 100  # answer lengths from here on ask for detail
 SHORT = " Answer in a few words."  # below it: SmolLM2 otherwise starts "To add 9 and 8, ..."
+RUN = f"{os.getpid()}-{int(time.time())}"  # batch numbers restart with every process
 _FACTS = (
     "The harbour town of Veldmark was founded by fishermen in the year 1412.",
     "Its lighthouse, painted red and white, stands 38 metres tall on the northern cliff.",
@@ -105,9 +107,10 @@ _FACTS = (
 
 
 def document(batch: int, sentences: int = 70) -> str:
-    """~1,500 tokens (70 sentences) about a made-up town; its first line names the batch,
-    so no two batches share a cached prefix."""
-    lines = [f"Document {batch}: notes on Veldmark."]
+    """~1,500 tokens (70 sentences) about a made-up town; its first line names the batch
+    and the run, so no two batches, of this process or an earlier one, share a cached
+    prefix."""
+    lines = [f"Document {batch} of run {RUN}: notes on Veldmark."]
     for i in range(sentences):
         lines.append(f"{i + 1}. {_FACTS[i % len(_FACTS)]}")
     return "\n".join(lines)
