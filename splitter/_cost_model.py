@@ -32,11 +32,14 @@ class ServiceEstimate:
 
     def prefill(self, input_tokens: float, cached_tokens: float = 0.0) -> float:
         """Seconds one request's prefill takes alone, ``cached_tokens`` of its input
-        served from the engine's prefix cache."""
+        served from the engine's prefix cache. A cached token never costs more than an
+        uncached one: a cached rate learned below the prefill rate (the time a response's
+        queueing left unexplained, shared over a few cached tokens) is the prefill rate."""
         if self.cached_rate is None or cached_tokens <= 0:
             return self.ttft0 + input_tokens / self.prefill_rate
         fresh = max(0.0, input_tokens - cached_tokens)
-        return self.ttft0 + fresh / self.prefill_rate + cached_tokens / self.cached_rate
+        rate = max(self.cached_rate, self.prefill_rate)
+        return self.ttft0 + fresh / self.prefill_rate + cached_tokens / rate
 
     def tpot(self, concurrency: float) -> float:
         """Seconds per output token while ``concurrency`` sequences decode together."""

@@ -46,3 +46,15 @@ def test_primed_followers_wait_for_the_first_token_and_read_the_prefix_cached() 
     assert work == pytest.approx([2000.0, 120.0, 70.0])
     # Without a cache seen, followers pay their whole prompt.
     assert primed_schedule([2000.0, 2100.0], [0.0, 0.0], E, 2000)[0] == [2000.0, 2100.0]
+
+
+def test_a_cached_token_never_costs_more_than_an_uncached_one() -> None:
+    """A cached rate learned below the prefill rate (seen on the engine matrix: queueing
+    shared over a few cached tokens, ~4 tokens/s) is priced at the prefill rate, so a
+    primed fan-out over a long context is not predicted at thousands of seconds."""
+    slow = ServiceEstimate(rtt=0.0, ttft0=0.05, prefill_rate=1000.0, tpot1=0.01, beta=0.0,
+                           cached_rate=4.0)  # fmt: skip
+    fast = ServiceEstimate(rtt=0.0, ttft0=0.05, prefill_rate=1000.0, tpot1=0.01, beta=0.0,
+                           cached_rate=100_000.0)  # fmt: skip
+    assert slow.prefill(2000, 1900) == pytest.approx(0.05 + 2.0)
+    assert fast.prefill(2000, 1900) == pytest.approx(0.05 + 0.1 + 0.019)

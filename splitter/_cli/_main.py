@@ -179,6 +179,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--rpm", type=at_least_one, default=None, help="requests per minute allowed")
     run.add_argument("--tpm", type=at_least_one, default=None, help="tokens per minute allowed")
     run.add_argument(
+        "--strategy",
+        choices=["auto", "merge", "fanout", "primed"],
+        default="auto",
+        help="auto: as the planner chooses; merge: merged requests; fanout: one per question; "
+        "primed: one request first, the rest at its first token (needs --system)",
+    )
+    run.add_argument(
         "--workers",
         type=at_least_one,
         default=1,

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 def _policy(args: argparse.Namespace, concurrency: int) -> Policy:
     shared = SharedBudget(url=args.redis) if args.redis else None
     limits = Limits(max_concurrency=concurrency, rpm=args.rpm, tpm=args.tpm, shared=shared)
-    return Policy(limits=limits)
+    return Policy(limits=limits, strategy=args.strategy)
 
 
 def _summary(args: argparse.Namespace, done: FileRun) -> int:
@@ -169,6 +169,7 @@ def _worker_words(args: argparse.Namespace, model: str, count: int) -> list[str]
     words = [args.questions, "--out", args.out, "--model", model, "--no-progress"]
     words += ["--concurrency", str(max(1, args.concurrency // count))]
     words += ["--window", str(args.window), "--output-format", args.output_format]
+    words += ["--strategy", args.strategy]
     for option, value in (
         ("--base-url", args.base_url),
         ("--system", args.system),
