@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import openai
 import pytest
+from service_support import observe_burst
 
 from splitter import Policy, Splitter, _openai, _service_fit, _service_model
 from splitter._cost_model import ServiceEstimate, simulate
@@ -74,20 +75,7 @@ def _learn_from_a_six_slot_engine(counts: Counter[str]) -> ServiceEstimate:
             outputs = [rng.choice([20, 60, 150]) for _ in range(30)]
             ready = sorted(rng.uniform(0, 0.5) for _ in outputs)
             starts, finishes = simulate([40] * 30, outputs, ready, truth, 30)
-            tokens = [meter.start(t0 + s) for s in starts]
-            for k in sorted(range(30), key=lambda k: finishes[k]):
-                shared = meter.finish(tokens[k], t0 + finishes[k])
-                model.observe(
-                    Observation(
-                        40,
-                        outputs[k],
-                        finishes[k] - starts[k],
-                        shared[None][0][1],
-                        queue=shared,
-                        started=t0 + starts[k],
-                        idle=meter.in_flight == 0,
-                    )
-                )
+            observe_burst(model, meter, 40, outputs, starts, finishes, t0)
     return model.estimate()
 
 
@@ -198,22 +186,8 @@ def _feed_bursts(model: ServiceModel, read_each: bool) -> None:
     for burst in range(10):
         outputs = [rng.choice([10, 40, 90]) for _ in range(24)]
         starts, finishes = simulate([30] * 24, outputs, [0.0] * 24, truth, 24)
-        tokens = [meter.start(burst * 500.0 + s) for s in starts]
-        for k in sorted(range(24), key=lambda k: finishes[k]):
-            shared = meter.finish(tokens[k], burst * 500.0 + finishes[k])
-            model.observe(
-                Observation(
-                    30,
-                    outputs[k],
-                    finishes[k] - starts[k],
-                    shared[None][0][1],
-                    queue=shared,
-                    started=burst * 500.0 + starts[k],
-                    idle=meter.in_flight == 0,
-                )
-            )
-            if read_each:
-                model.estimate()
+        read = model.estimate if read_each else None
+        observe_burst(model, meter, 30, outputs, starts, finishes, burst * 500.0, read)
 
 
 def test_deferred_slot_replays_charge_the_same_errors() -> None:

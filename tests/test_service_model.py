@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from service_support import observe_burst
 
 from splitter import Limits, Policy, ServicePrior, Splitter
 from splitter._cost_model import ServiceEstimate, simulate
@@ -67,20 +68,7 @@ def test_a_long_merged_request_among_singles_leaves_the_slot_count_learned() -> 
     for t0, outputs in ((0.0, [500]), (100.0, [1000] + [500] * 18), (300.0, [1000] + [500] * 18)):
         n = len(outputs)
         starts, finishes = simulate([40] * n, outputs, [0.0] * n, truth, 32)
-        tokens = [meter.start(t0 + s) for s in starts]
-        for k in sorted(range(n), key=lambda k: finishes[k]):
-            shared = meter.finish(tokens[k], t0 + finishes[k])
-            model.observe(
-                Observation(
-                    40,
-                    outputs[k],
-                    finishes[k] - starts[k],
-                    shared[None][0][1],
-                    queue=shared,
-                    started=t0 + starts[k],
-                    idle=meter.in_flight == 0,
-                )
-            )
+        observe_burst(model, meter, 40, outputs, starts, finishes, t0)
     learned = model.estimate()
     assert learned.slots == 5
     assert learned.tpot1 == pytest.approx(truth.tpot1, rel=0.1)
