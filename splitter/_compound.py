@@ -106,7 +106,7 @@ async def find_parts(
     wanted = policy.decompose
     if wanted.mode == "llm":
         decomposer = wanted.model or model
-        await load_encoder(model)  # priced in tokens: the tokenizer, off the event loop
+        await load_encoder(decomposer)  # priced in its tokens: made off the event loop
         if _llm_decomposition_pays(prompt, decomposition, decomposer, policy, endpoint):
             found, spent = await _llm_decompose(prompt, decomposer, ask)
             if found is not None:
