@@ -2,7 +2,8 @@
 
 The planner's cost model for a request with I input and O output tokens while m run at once:
 
-    latency = rtt + ttft0 + I / prefill_rate + O * tpot1 * (1 + beta * (s - 1)) * q
+    latency = rtt + ttft0 + I / prefill_rate * (1 + share * (s - 1))
+                    + O * tpot1 * (1 + beta * (s - 1)) * q
 
 where s = min(m, slots) sequences share the engine and q = max(1, m / slots) is how much
 longer a request takes because the engine runs only ``slots`` at once and queues the rest
@@ -11,7 +12,7 @@ longer a request takes because the engine runs only ``slots`` at once and queues
 Every response is an observation. Where the service reports its processing time
 (``openai-processing-ms``) the RTT is the rest of the measured latency, and the engine
 terms are fitted to the processing time; otherwise they are fitted to the whole latency.
-The fit is least squares on ``[1, I, O, O*(m-1)]``, pulled towards the policy's prior
+The fit is least squares on ``[1, I, O, O*(m-1), I*(m-1)]``, pulled towards the policy's prior
 (ridge), with older observations decaying so the model follows drift. The slot count is
 not reported by any API, so one such fit runs per candidate count, and the count whose fit
 leaves clearly less unexplained time than "no limit" wins (a queue shows as latency growing
@@ -37,11 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
-from ._service_fit import _DECAY, _dot, _Fit
+from ._service_fit import _DECAY, FEATURES, Theta, _dot, _Fit
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
 
-_TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0)  # features of a request the prior's pull is sized by
+# features of a request the prior's pull is sized by
+_TYPICAL_REQUEST = (1.0, 500.0, 200.0, 0.0, 0.0)
+# A learned prefill share below this is taken as none: a hosted API's concurrent requests do
+# not share one engine's compute as far as one client sees, and noise must not make the
+# planner price every plan with the (slower) shared-prefill replay.
+_MIN_SHARE = 0.05
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
@@ -154,7 +160,8 @@ class ServiceModel:
         fresh = obs.input_tokens - obs.cached_tokens  # a cached prefix is priced apart
         if obs.cached_tokens > 0:
             self._learn_cached(obs, target, no_limit[1])
-        x = (1.0, fresh, obs.output_tokens, obs.output_tokens * (no_limit[1] - 1))
+        extra = no_limit[1] - 1
+        x = (1.0, fresh, obs.output_tokens, obs.output_tokens * extra, fresh * extra)
         predicted = _dot(x, self._prior_theta(includes_rtt))
         if target > 0 and predicted > 0:
             self._log_ratio = self._log_ratio * _DECAY + math.log(target / predicted)
@@ -196,7 +203,8 @@ class ServiceModel:
         if e.slots is not None:
             running = min(running, e.slots)
         fresh = obs.input_tokens - obs.cached_tokens
-        known = e.ttft0 + fresh / e.prefill_rate + obs.output_tokens * e.tpot(running)
+        shared = 1 + e.prefill_share * max(0.0, running - 1)
+        known = e.ttft0 + fresh / e.prefill_rate * shared + obs.output_tokens * e.tpot(running)
         left = max(0.0, target - known)
         sums = self._cached_time
         sums[0] = sums[0] * _DECAY + left
@@ -284,10 +292,11 @@ class ServiceModel:
             self._cached = self.engine.applied(self._solve())
         return self._cached
 
-    def _prior_theta(self, includes_rtt: bool | None) -> tuple[float, float, float, float]:
+    def _prior_theta(self, includes_rtt: bool | None) -> Theta:
         p = self.prior
         ttft0 = p.ttft0 + (p.rtt if includes_rtt else 0.0)
-        return (ttft0, 1 / p.prefill_rate, p.tpot1, p.tpot1 * p.beta)
+        inv_prefill = 1 / p.prefill_rate
+        return (ttft0, inv_prefill, p.tpot1, p.tpot1 * p.beta, inv_prefill * p.prefill_share)
 
     def _ridge(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """The prior's parameters rescaled to the measured speed, and each one's pull."""
@@ -296,8 +305,9 @@ class ServiceModel:
         typical = _dot(_TYPICAL_REQUEST, theta0)
         fade = 1 + self.observations
         # How far each parameter may plausibly move: its own size, except the concurrency
-        # slope, which may be anywhere from 0 to about tpot1 (beta from 0 to 1).
-        reach = (theta0[0], theta0[1], theta0[2], theta0[2])
+        # slopes, which may be anywhere from 0 to about tpot1 (beta from 0 to 1) and to
+        # 1 / prefill_rate (the prefill share from 0 to 1).
+        reach = (theta0[0], theta0[1], theta0[2], theta0[2], theta0[1])
         lams = tuple(
             self.prior.weight * (typical / 2) ** 2 / max(r, 1e-12) ** 2 / fade for r in reach
         )
@@ -314,10 +324,8 @@ class ServiceModel:
                 fit = best
         return self._estimate_from(fit.solve(*self._ridge()), fit.slots)
 
-    def _estimate_from(
-        self, theta: tuple[float, float, float, float], slots: int | None
-    ) -> ServiceEstimate:
-        ttft0, inv_prefill, tpot1, slope = theta
+    def _estimate_from(self, theta: Theta, slots: int | None) -> ServiceEstimate:
+        ttft0, inv_prefill, tpot1, slope, prefill_slope = theta
         tpot1 = max(tpot1, 1e-6)
         if self._fit_includes_rtt:
             rtt = 0.0
@@ -326,6 +334,7 @@ class ServiceModel:
         else:
             rtt = self.prior.rtt
         prefill_rate = 1 / inv_prefill if inv_prefill > 1e-9 else 1e9
+        share = min(1.0, max(0.0, prefill_slope * prefill_rate))
         return ServiceEstimate(
             rtt=rtt,
             ttft0=max(0.0, ttft0),
@@ -333,7 +342,7 @@ class ServiceModel:
             tpot1=tpot1,
             beta=min(2.0, max(0.0, slope / tpot1)),
             slots=slots,
-            prefill_share=self.prior.prefill_share,
+            prefill_share=share if share >= _MIN_SHARE else 0.0,
             cached_rate=self._cached_rate(prefill_rate),
         )
 
@@ -364,8 +373,12 @@ class ServiceModel:
             if fit.slots not in saved:
                 raise ValueError(f"saved service model has no fit for slots={fit.slots}")
             row = saved[fit.slots]
-            fit.xtx = [[float(v) for v in r] for r in row["xtx"]]
-            fit.xty = [float(v) for v in row["xty"]]
+            # A model saved before the prefill share was fitted has four features: the
+            # fifth starts empty (the prior's share until observations arrive).
+            pad = FEATURES - len(row["xty"])
+            fit.xtx = [[float(v) for v in r] + [0.0] * pad for r in row["xtx"]]
+            fit.xtx += [[0.0] * FEATURES for _ in range(pad)]
+            fit.xty = [float(v) for v in row["xty"]] + [0.0] * pad
             fit.yy = float(row["yy"])
             fit.error = float(row["error"])
         model._rtt_sum, model._rtt_weight = (float(v) for v in data["rtt"])
@@ -397,13 +410,12 @@ def _peak_overlap(episode: Sequence[tuple[float, float, int, int]]) -> int:
     return peak
 
 
-def _misfit(
-    theta: tuple[float, float, float, float], obs: Observation, reading: tuple[float, float]
-) -> float:
+def _misfit(theta: Theta, obs: Observation, reading: tuple[float, float]) -> float:
     """How far a reading's served time is from what ``theta`` predicts for it (log ratio)."""
     served, running = reading
     fresh = obs.input_tokens - obs.cached_tokens
-    x = (1.0, fresh, obs.output_tokens, obs.output_tokens * (max(1.0, running) - 1))
+    extra = max(1.0, running) - 1
+    x = (1.0, fresh, obs.output_tokens, obs.output_tokens * extra, fresh * extra)
     predicted = _dot(x, theta)
     if served <= 0 or predicted <= 0:
         return math.inf

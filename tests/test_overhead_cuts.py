@@ -59,7 +59,7 @@ def _learn_from_a_six_slot_engine(counts: Counter[str]) -> ServiceEstimate:
     model, meter = ServiceModel(), InFlightMeter()
     real_solve, real_simulate = _Fit.solve, _service_model.simulate
 
-    def solve(fit: _Fit, *args: Any) -> tuple[float, float, float, float]:
+    def solve(fit: _Fit, *args: Any) -> tuple[float, ...]:
         counts["solve"] += 1
         return real_solve(fit, *args)
 

@@ -29,7 +29,7 @@ from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
 from splitter._questions import Question
 from splitter._request_spec import RequestSpec
-from splitter._service_fit import _DECAY, _dot, _Fit, _solve4
+from splitter._service_fit import _DECAY, _dot, _Fit, _solve
 from splitter.sim import SimService
 from splitter.testing import open_sim_client
 
@@ -65,7 +65,7 @@ def test_meter_pruning_changes_no_reading(width: int, requests: int) -> None:
     assert kept_max < len(reference._returned) == requests
 
 
-def _reference_solve4(a: list[list[float]], b: list[float]) -> tuple[float, ...]:
+def _reference_solve(a: list[list[float]], b: list[float]) -> tuple[float, ...]:
     """The elimination as first written (max() for the pivot, sum() of a generator)."""
     n = len(b)
     m = [[*row, b[i]] for i, row in enumerate(a)]
@@ -88,22 +88,23 @@ def test_fit_sums_and_solution_match_the_plain_loops() -> None:
     column included: a zero column and repeated rows)."""
     rng = random.Random(7)
     fit = _Fit(None)
-    xtx = [[0.0] * 4 for _ in range(4)]
-    xty, yy = [0.0] * 4, 0.0
+    xtx = [[0.0] * 5 for _ in range(5)]
+    xty, yy = [0.0] * 5, 0.0
     for n in range(300):
         inputs, outputs = float(rng.randint(1, 900)), float(rng.randint(1, 400))
         running, target = rng.choice([1.0, 0.5, rng.uniform(1, 64)]), rng.uniform(0.01, 20)
         fit.add(inputs, outputs, running, target)
-        x = (1.0, inputs, outputs, outputs * (max(1.0, running) - 1))
+        extra = max(1.0, running) - 1
+        x = (1.0, inputs, outputs, outputs * extra, inputs * extra)
         yy = yy * _DECAY + target * target
-        for i in range(4):
+        for i in range(5):
             xty[i] = xty[i] * _DECAY + x[i] * target
-            for j in range(4):
+            for j in range(5):
                 xtx[i][j] = xtx[i][j] * _DECAY + x[i] * x[j]
         assert (fit.xtx, fit.xty, fit.yy) == (xtx, xty, yy)
-        theta0 = tuple(rng.uniform(0, 1) for _ in range(4))
+        theta0 = tuple(rng.uniform(0, 1) for _ in range(5))
         small = n % 7 == 0 and n > 10  # nearly no ridge
-        lams = tuple(1e-9 if small else rng.uniform(0, 5) for _ in range(4))
+        lams = tuple(1e-9 if small else rng.uniform(0, 5) for _ in range(5))
         a = [
             [v + (lams[i] if i == j else 0.0) for j, v in enumerate(row)]
             for i, row in enumerate(xtx)
@@ -113,7 +114,7 @@ def test_fit_sums_and_solution_match_the_plain_loops() -> None:
             a[2] = a[1][:]  # a tie for the pivot
             b[2] = b[1]
             a[2][2] += 1.0
-        assert _solve4([r[:] for r in a], b[:]) == _reference_solve4(a, b)
+        assert _solve([r[:] for r in a], b[:]) == _reference_solve(a, b)
         assert _dot(x, theta0) == sum(p * q for p, q in zip(x, theta0, strict=True))
 
 
