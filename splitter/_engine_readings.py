@@ -20,7 +20,12 @@ from latencies alone, and works as before where a service tells nothing.
 * **decode**: ``predicted_per_token_ms`` is the time per output token at the concurrency the
   request saw; a fit of it on that concurrency, ``tpot1 * (1 + beta * (m - 1))``, gives the
   decode terms, pulled towards the latency fit's values where the readings cannot tell
-  (all at one concurrency, say).
+  (all at one concurrency, say). llama-server decodes a sequence in the same batches as
+  the other slots' prompt chunks, so beside a long prefill a token takes the chunk's time
+  (SmolLM2 beside ~1,500-token prompts: 220-780 ms a token against ~20 ms alone): a reading
+  taken with others in flight counts only once readings alone have timed decode, and only
+  while it is within what any beta up to 2 allows (else the time is the others' prefill,
+  which the latency fit's prefill share prices).
 * **slots**: ``total_slots`` is how many sequences the server runs at once (``-np``).
 
 The latency fit's fixed term (``ttft0``) is then moved by what the told terms change in the
@@ -49,6 +54,7 @@ _MIN_PREFILL_TOKENS = 32  # fewer computed tokens time the request's overhead, n
 _ALONE = 1.5  # time-averaged requests in flight up to which a request had the engine alone
 _MIN_SPREAD = 0.25  # variance of the concurrencies (in requests²) the prefill share needs
 _PENDING = 256  # readings kept waiting for their observation at most
+_MAX_BETA = 2.0  # the most decode slows per extra sequence (the service model's bound)
 # The latency fit's decode terms' weight in the decode fit: little, as it only has to settle
 # what the readings cannot tell apart (a ridge keeps an unseen direction at the prior).
 _PULL = 0.01
@@ -132,6 +138,7 @@ class EngineReadings:
         # Decayed least-squares sums of per-token ms on x = (1, m - 1): xtx, xty.
         self._xtx = [[0.0, 0.0], [0.0, 0.0]]
         self._xty = [0.0, 0.0]
+        self._decode_alone = [0.0, 0.0]  # decayed sums of 1 and per-token ms, readings alone
         self._typical = [0.0, 0.0, 0.0, 0.0]  # decayed sums of 1, prompt, answer, concurrency
         # The same for prefill's per-token ms (the prefill share's fit).
         self._pxtx = [[0.0, 0.0], [0.0, 0.0]]
@@ -176,6 +183,14 @@ class EngineReadings:
         if t.predicted_n > 1 and t.predicted_per_token_ms > 0:
             if self.slots is not None:
                 running = min(running, float(self.slots))
+            alone = self._decode_alone
+            if running <= _ALONE:
+                alone[0] = alone[0] * _DECAY + 1
+                alone[1] = alone[1] * _DECAY + t.predicted_per_token_ms
+            elif not alone[0] or t.predicted_per_token_ms > alone[1] / alone[0] * (
+                1 + _MAX_BETA * (running - 1)
+            ):
+                return  # untimed alone yet, or the others' prompt chunks were in its batches
             x = (1.0, running - 1.0)
             y = t.predicted_per_token_ms / 1000
             for i in range(2):

@@ -164,3 +164,25 @@ async def test_without_timings_the_model_learns_as_before() -> None:
     assert "/props" not in [r.path for r in service.log]
     assert estimate.prefill_rate > 0
     assert estimate.tpot1 > 0
+
+
+def test_decode_beside_others_prefill_is_not_read_as_decode() -> None:
+    """llama-server decodes in the batches that carry the other slots' prompt chunks: a
+    per-token time far beyond what any beta allows (780 ms against 20 ms alone, 2 in
+    flight) is the others' prefill, not decode, and leaves tpot1 and beta as the readings
+    alone and at a plausible concurrency told them. Before readings alone exist, readings
+    with others in flight time nothing."""
+    readings = EngineReadings()
+    prior = ServiceEstimate(rtt=0.0, ttft0=0.1, prefill_rate=500.0, tpot1=0.05, beta=0.3)
+    readings.told(_reading(1500, 3000.0, 780.0))
+    readings.observed(1500, 40, 2.0)
+    assert (readings.applied(prior).tpot1, readings.applied(prior).beta) == (0.05, 0.3)
+    for prompt_n, running, per_token in ((100, 1.0, 20.0), (120, 1.0, 20.0), (140, 3.0, 30.0)):
+        readings.told(_reading(prompt_n, prompt_n * 2.0, per_token))
+        readings.observed(prompt_n, 40, running)
+    told = readings.applied(prior)
+    readings.told(_reading(1500, 3000.0, 780.0))
+    readings.observed(1500, 40, 2.0)
+    after = readings.applied(prior)
+    assert told.tpot1 == pytest.approx(0.020, rel=0.1)
+    assert (after.tpot1, after.beta) == (told.tpot1, told.beta)
