@@ -23,9 +23,10 @@ from latencies alone, and works as before where a service tells nothing.
   (all at one concurrency, say). llama-server decodes a sequence in the same batches as
   the other slots' prompt chunks, so beside a long prefill a token takes the chunk's time
   (SmolLM2 beside ~1,500-token prompts: 220-780 ms a token against ~20 ms alone): a reading
-  taken with others in flight counts only once readings alone have timed decode, and only
-  while it is within what any beta up to 2 allows (else the time is the others' prefill,
-  which the latency fit's prefill share prices).
+  taken with others in flight counts only while it is within what a beta of 2 allows over
+  decode alone (timed by the readings alone, or while there are none by the fastest
+  reading); beyond it the time is the others' prefill, which the latency fit's prefill
+  share prices.
 * **slots**: ``total_slots`` is how many sequences the server runs at once (``-np``).
 
 The latency fit's fixed term (``ttft0``) is then moved by what the told terms change in the
@@ -55,6 +56,7 @@ _ALONE = 1.5  # time-averaged requests in flight up to which a request had the e
 _MIN_SPREAD = 0.25  # variance of the concurrencies (in requests²) the prefill share needs
 _PENDING = 256  # readings kept waiting for their observation at most
 _MAX_BETA = 2.0  # the most decode slows per extra sequence (the service model's bound)
+_DECODE_KEPT = 128  # decode readings kept (older ones weigh under 0.98 ** 128 < 0.08)
 # The latency fit's decode terms' weight in the decode fit: little, as it only has to settle
 # what the readings cannot tell apart (a ridge keeps an unseen direction at the prior).
 _PULL = 0.01
@@ -135,10 +137,8 @@ class EngineReadings:
         # Decayed sums: prefill (tokens, ms) of requests alone and of all requests.
         self._alone = [0.0, 0.0]
         self._all = [0.0, 0.0]
-        # Decayed least-squares sums of per-token ms on x = (1, m - 1): xtx, xty.
-        self._xtx = [[0.0, 0.0], [0.0, 0.0]]
-        self._xty = [0.0, 0.0]
-        self._decode_alone = [0.0, 0.0]  # decayed sums of 1 and per-token ms, readings alone
+        # The latest (concurrency, per-token seconds) decode readings, oldest first.
+        self._decode_points: deque[tuple[float, float]] = deque(maxlen=_DECODE_KEPT)
         self._typical = [0.0, 0.0, 0.0, 0.0]  # decayed sums of 1, prompt, answer, concurrency
         # The same for prefill's per-token ms (the prefill share's fit).
         self._pxtx = [[0.0, 0.0], [0.0, 0.0]]
@@ -183,20 +183,7 @@ class EngineReadings:
         if t.predicted_n > 1 and t.predicted_per_token_ms > 0:
             if self.slots is not None:
                 running = min(running, float(self.slots))
-            alone = self._decode_alone
-            if running <= _ALONE:
-                alone[0] = alone[0] * _DECAY + 1
-                alone[1] = alone[1] * _DECAY + t.predicted_per_token_ms
-            elif not alone[0] or t.predicted_per_token_ms > alone[1] / alone[0] * (
-                1 + _MAX_BETA * (running - 1)
-            ):
-                return  # untimed alone yet, or the others' prompt chunks were in its batches
-            x = (1.0, running - 1.0)
-            y = t.predicted_per_token_ms / 1000
-            for i in range(2):
-                self._xty[i] = self._xty[i] * _DECAY + x[i] * y
-                for j in range(2):
-                    self._xtx[i][j] = self._xtx[i][j] * _DECAY + x[i] * x[j]
+            self._decode_points.append((running, t.predicted_per_token_ms / 1000))
 
     @property
     def prefill_share(self) -> float | None:
@@ -239,15 +226,29 @@ class EngineReadings:
         return dataclasses.replace(told, ttft0=max(0.0, told.ttft0 + shift))
 
     def _decode(self, estimate: ServiceEstimate) -> tuple[float, float] | None:
-        """(tpot1, beta) from the per-token readings, ridge-pulled towards ``estimate``'s."""
-        if self._xtx[0][0] <= 0:
+        """(tpot1, beta) from the per-token readings, ridge-pulled towards ``estimate``'s:
+        a decayed least-squares fit on x = (1, m - 1) of the readings that can be decode.
+        Alone a token's time is decode; with others in flight it counts while within what a
+        beta of ``_MAX_BETA`` allows over decode alone (the readings alone, or while there
+        are none the fastest reading, which no concurrency made faster than alone)."""
+        points = self._decode_points
+        if not points:
             return None
-        a = [row[:] for row in self._xtx]
-        b = self._xty[:]
-        prior = (estimate.tpot1, estimate.tpot1 * estimate.beta)
-        for i in range(2):
-            a[i][i] += _PULL
-            b[i] += _PULL * prior[i]
+        alone = [y for m, y in points if m <= _ALONE]
+        base = sum(alone) / len(alone) if alone else min(y for _, y in points)
+        a = [[_PULL, 0.0], [0.0, _PULL]]
+        b = [_PULL * estimate.tpot1, _PULL * estimate.tpot1 * estimate.beta]
+        weight = 1.0
+        for m, y in reversed(points):  # newest first, each older one counted decayed more
+            if m <= _ALONE or y <= base * (1 + _MAX_BETA * (m - 1)):
+                x1 = m - 1.0
+                a[0][0] += weight
+                a[0][1] += weight * x1
+                a[1][1] += weight * x1 * x1
+                b[0] += weight * y
+                b[1] += weight * x1 * y
+                weight *= _DECAY
+        a[1][0] = a[0][1]
         det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
         if det <= 0:
             return None
