@@ -31,6 +31,7 @@ import anyio.to_thread
 import tiktoken
 
 from ._planner import PlanItem
+from ._token_counts import token_counts
 
 if TYPE_CHECKING:
     from ._questions import Question
@@ -43,6 +44,7 @@ __all__ = [
     "load_encoder",
     "plan_items",
     "preamble_tokens",
+    "question_tokens",
 ]
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text
@@ -140,6 +142,12 @@ def _log_once(name: str) -> None:
 def count_tokens(text: str, model: str) -> int:
     """Tokens in ``text`` for ``model`` (exact where the vocabulary is on disk)."""
     return len(encoder_for(model)(text))
+
+
+def question_tokens(text: str, model: str) -> int:
+    """A question's tokens for ``model``, remembered: counted again, it is not encoded again
+    (``_token_counts``)."""
+    return token_counts(encoder_for(model))(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +288,7 @@ def plan_items(
     merged) and its own system message's tokens; ``indexes`` are their positions (default:
     their order)."""
     planned = []
-    encode = encoder_for(spec.model)
+    tokens = token_counts(encoder_for(spec.model))  # the input check's counts, the plan's
     # A question without a request of its own is sent with the batch's: spec.of() would
     # give back spec itself, whose cap, history and shape are the same for each of them.
     batch_cap = spec.cap
@@ -297,7 +305,7 @@ def plan_items(
         planned.append(
             PlanItem(
                 index=i if indexes is None else indexes[i],
-                input_tokens=len(encode(q.text)) + MESSAGE_OVERHEAD + history,
+                input_tokens=tokens(q.text) + MESSAGE_OVERHEAD + history,
                 output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
                 max_tokens=cap,
                 shape=shape,

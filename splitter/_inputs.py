@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._dag import PLACEHOLDER
-from ._estimate import count_tokens
+from ._estimate import question_tokens
 from ._exceptions import InvalidInputError
 from ._policy import Policy
 from ._questions import Question, check_sendable
@@ -163,7 +163,7 @@ def _check_size(index: int, question: Question, policy: Policy, model: str) -> N
     # be over the limit, and is not encoded here (the estimate stage counts it, once).
     if 4 * len(question.text) <= policy.max_question_tokens:
         return
-    tokens = count_tokens(question.text, model)
+    tokens = question_tokens(question.text, model)
     if tokens > policy.max_question_tokens:
         raise InvalidInputError(
             f"questions[{index}] is ~{tokens} tokens, over max_question_tokens="
