@@ -250,6 +250,31 @@ def test_cue_word_filter_changes_no_cue() -> None:
     assert cued > 30  # the set exercises the patterns, not only the filter
 
 
+_CUE_PIECES = [
+    *("with a single word", "in one word", "one-word", "yes or no", "tek kelime", "list 7"),
+    *("give me 12", "name 3", "4 items", "9 examples", "2 reasons", "6 ways", "3 ideas"),
+    *("a single sentence", "1 sentence", "briefly", "in short", "short answer", "kisaca"),
+    *("in detail", "detailed", "thoroughly", "essay", "step by step", "step-by-step"),
+    *("comprehensive", "ayrintili", "wordy", "listing", "named", "giver", "itemize"),
+    *("brevity", "shortly", "details", "steps", "reasonable", "sentences", "x", "the"),
+]
+
+
+def test_cue_search_from_its_words_changes_no_cue() -> None:
+    """Random texts of cue phrases, near misses and filler, in random case, long and
+    short: the search from each cue's first word finds what every pattern in order finds."""
+    rng = random.Random(21)
+    cued = 0
+    for _ in range(3000):
+        pieces = [rng.choice(_CUE_PIECES) for _ in range(rng.randint(1, 12))]
+        filler = " " * rng.randint(0, 40)
+        text = rng.choice([" ", ", ", "-", "", filler]).join(pieces)
+        text = "".join(c.upper() if rng.random() < 0.2 else c for c in text)
+        assert _cue(text) == _reference_cue(text), text
+        cued += _reference_cue(text)[0] is not None
+    assert 1000 < cued < 2900  # most cued, some not
+
+
 def _counting_encoder(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count every text splitter hands the tokenizer (the real one still encodes it)."""
     real = _estimate.encoder_for
