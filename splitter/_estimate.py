@@ -256,12 +256,15 @@ _CUE_WORDS = {
     "long": ("detail", "thorough", "essay", "step", "comprehensive", "ayrintili"),
 }
 _WORDED_CUES = tuple((cue, _CUE_WORDS[cue.kind]) for cue in _CUES)
+_ANY_CUE_WORD = tuple(word for words in _CUE_WORDS.values() for word in words)
 _LEAD = 16
 
 
 def _cue(text: str) -> tuple[str | None, int | None]:
     if text.isascii():
         lowered = text.lower()
+        if not _has_cue_word(lowered):  # most texts: one pass over the words, no search
+            return None, None
         for cue, words in _WORDED_CUES:
             at = _first_of(words, lowered)
             if at >= 0 and (match := cue.pattern.search(text, max(0, at - _LEAD))):
@@ -275,9 +278,17 @@ def _cue(text: str) -> tuple[str | None, int | None]:
 
 def _cued(cue: _Cue, match: re.Match[str]) -> tuple[str, int]:
     if cue.per_item:
-        count = next(int(g) for g in match.groups() if g)
+        count = int(next(filter(None, match.groups())))
         return cue.kind, cue.tokens * max(1, count)
     return cue.kind, cue.tokens
+
+
+def _has_cue_word(lowered: str) -> bool:
+    # A loop, not any() over a generator, which costs twice as much (once per question).
+    for word in _ANY_CUE_WORD:  # noqa: SIM110
+        if word in lowered:
+            return True
+    return False
 
 
 def _first_of(words: tuple[str, ...], lowered: str) -> int:
