@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate, _planner
+from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate
 from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._estimate import (
@@ -25,8 +25,10 @@ from splitter._estimate import (
     plan_items,
     preamble_tokens,
 )
+from splitter._groups import Repair, balanced_groups
+from splitter._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from splitter._meter import InFlightMeter
-from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
+from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
 from splitter._questions import Question
 from splitter._request_spec import RequestSpec
 from splitter._service_fit import _DECAY, _dot, _Fit, _solve4
@@ -373,7 +375,7 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
 
 
 def _reference_groups(
-    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
+    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: Repair
 ) -> list[Group]:
     """The balancing as first written: pop the lightest group, push it back while open, and
     each group's sums taken with max() and a call per member."""
@@ -410,14 +412,14 @@ def _reference_groups(
             else max(floor, math.ceil(it.output_tokens * margin))
             for it in m
         )
-        markers = _planner.ANSWER_MARKER_TOKENS * len(m)
+        markers = ANSWER_MARKER_TOKENS * len(m)
         out.append(
             Group(
                 tuple(sorted(it.index for it in m)),
                 pre
-                + _planner.INSTRUCTION_TOKENS
+                + INSTRUCTION_TOKENS
                 + sum(it.input_tokens for it in m)
-                + _planner.MARKER_TOKENS * len(m),
+                + MARKER_TOKENS * len(m),
                 sum(it.output_tokens for it in m) + markers + repair.tokens(m),
                 caps + markers,
             )
@@ -444,10 +446,10 @@ def test_balanced_groups_are_the_plain_balancing_s(n: int) -> None:
     longest_first = sorted(items, key=lambda it: (-it.output_tokens, it.index))
     for cap in (2, 3, 8):
         policy = Policy(merge=MergePolicy(max_per_request=cap, answer_margin=1.3))
-        for repair in (_Repair(), _Repair(0.8, 30.0)):
+        for repair in (Repair(), Repair(0.8, 30.0)):
             for k in sorted({math.ceil(n / size) for size in range(1, cap + 1)}):
                 expected = _reference_groups(longest_first, k, policy, 12, repair)
-                assert _groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
+                assert balanced_groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
 
 
 def test_guessed_lengths_are_the_plain_medians_between_observations() -> None:
