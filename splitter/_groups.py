@@ -56,8 +56,9 @@ def groupings(
         shapes.setdefault(item.shape, []).append(item)
     if len(shapes) <= 1:
         longest_first = _longest_first(items)
+        answer_caps = answer_caps_of(longest_first, policy)
         for k in _candidate_ks(len(items), policy, distrusted) if items else []:
-            yield balanced_groups(longest_first, k, policy, preamble, repair)
+            yield balanced_groups(longest_first, k, policy, preamble, repair, answer_caps)
         return
     seen: set[tuple[int, ...]] = set()
     for size in _candidate_sizes(policy, distrusted):
@@ -113,9 +114,15 @@ class Repair:
 
 
 def balanced_groups(
-    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: Repair
+    longest_first: list[PlanItem],
+    k: int,
+    policy: Policy,
+    preamble: int,
+    repair: Repair,
+    answer_caps: list[int] | None = None,
 ) -> list[Group]:
-    """k groups balanced by expected output: longest first onto the lightest open group."""
+    """k groups balanced by expected output: longest first onto the lightest open group.
+    ``longest_first`` are of one shape; ``answer_caps`` are theirs (``answer_caps_of``)."""
     if k == len(longest_first):  # fan-out: group_of's single case, inlined (once per question)
         return [
             Group(
@@ -126,14 +133,77 @@ def balanced_groups(
             )
             for it in longest_first
         ]
+    if repair.success < 1:  # a re-ask priced per group: from its members, as group_of does
+        return _balanced_members(longest_first, k, policy, preamble, repair)
+    if answer_caps is None:
+        answer_caps = answer_caps_of(longest_first, policy)
     cap = policy.merge.max_per_request
     # Each open group as one int, load * k + g: ordered as the pair (load, g) is (g < k),
-    # and compared, pushed and popped faster than a pair.
+    # and compared, pushed and popped faster than a pair. Each group's sums are kept as
+    # its members join (group_of's sums, without a second pass over the members).
+    heap = list(range(k))
+    indexes: list[list[int]] = [[] for _ in range(k)]
+    firsts: list[PlanItem | None] = [None] * k  # each group's longest: its system prompt
+    inputs, outputs, caps = [0] * k, [0] * k, [0] * k
+    pop, replace = heapq.heappop, heapq.heapreplace
+    for item, answer_cap in zip(longest_first, answer_caps, strict=True):
+        key = heap[0]  # the lightest (keys all differ): replaced in place while open
+        g = key % k
+        members = indexes[g]
+        if not members:
+            firsts[g] = item
+        members.append(item.index)
+        out = item.output_tokens
+        inputs[g] += item.input_tokens
+        outputs[g] += out
+        caps[g] += answer_cap
+        if len(members) < cap:
+            replace(heap, key + out * k)
+        else:
+            pop(heap)
+    groups = []
+    for g, members in enumerate(indexes):
+        first = firsts[g]
+        if first is None:
+            continue
+        head = preamble if first.preamble is None else first.preamble
+        m = len(members)
+        if m == 1:
+            groups.append(Group((first.index,), head + inputs[g], outputs[g], first.max_tokens))
+            continue
+        members.sort()
+        markers = ANSWER_MARKER_TOKENS * m
+        groups.append(
+            Group(
+                tuple(members),
+                head + INSTRUCTION_TOKENS + inputs[g] + MARKER_TOKENS * m,
+                outputs[g] + markers,
+                caps[g] + markers,
+            )
+        )
+    return groups
+
+
+def answer_caps_of(longest_first: list[PlanItem], policy: Policy) -> list[int]:
+    """What each question adds to a merged request's ``max_tokens``: its own cap, else
+    its expected answer with the policy's margin (at least ``min_answer_tokens``)."""
+    floor, margin, ceil = policy.merge.min_answer_tokens, policy.merge.answer_margin, math.ceil
+    return [
+        it.max_tokens if it.max_tokens is not None else max(floor, ceil(it.output_tokens * margin))
+        for it in longest_first
+    ]
+
+
+def _balanced_members(
+    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: Repair
+) -> list[Group]:
+    """``balanced_groups`` with each group made from its members by ``group_of``."""
+    cap = policy.merge.max_per_request
     heap = list(range(k))
     members: list[list[PlanItem]] = [[] for _ in range(k)]
     pop, replace = heapq.heappop, heapq.heapreplace
     for item in longest_first:
-        key = heap[0]  # the lightest (keys all differ): replaced in place while open
+        key = heap[0]
         group = members[key % k]
         group.append(item)
         if len(group) < cap:
@@ -141,8 +211,6 @@ def balanced_groups(
         else:
             pop(heap)
     floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
-    if repair.success >= 1:
-        return [group_of(m, floor, margin, preamble) for m in members if m]
     return [group_of(m, floor, margin, preamble, repair) for m in members if m]
 
 
