@@ -8,6 +8,7 @@ import heapq
 import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy
@@ -43,6 +44,33 @@ class Group:
     @property
     def merged(self) -> bool:
         return len(self.indexes) > 1
+
+
+# A plan makes a Group per request of every candidate (2,000 for 1,000 questions). The
+# frozen dataclass's __init__ sets each field through object.__setattr__; set through the
+# slots' own descriptors, a Group costs 0.3 µs instead of 0.5.
+_SET_FIELDS = tuple(
+    Group.__dict__[name].__set__
+    for name in ("indexes", "input_tokens", "output_tokens", "max_tokens")
+)
+
+
+def _new_group(
+    indexes: tuple[int, ...],
+    input_tokens: int,
+    output_tokens: int,
+    max_tokens: int | None,
+    _new: Any = object.__new__,
+    _set: tuple[Any, ...] = _SET_FIELDS,
+) -> Group:
+    """``Group(indexes, input_tokens, output_tokens, max_tokens)``, made faster."""
+    group: Group = _new(Group)
+    set_indexes, set_input, set_output, set_max = _set
+    set_indexes(group, indexes)
+    set_input(group, input_tokens)
+    set_output(group, output_tokens)
+    set_max(group, max_tokens)
+    return group
 
 
 def groupings(
@@ -125,7 +153,7 @@ def balanced_groups(
     ``longest_first`` are of one shape; ``answer_caps`` are theirs (``answer_caps_of``)."""
     if k == len(longest_first):  # fan-out: group_of's single case, inlined (once per question)
         return [
-            Group(
+            _new_group(
                 (it.index,),
                 it.input_tokens + (preamble if it.preamble is None else it.preamble),
                 it.output_tokens,
@@ -169,12 +197,14 @@ def balanced_groups(
         head = preamble if first.preamble is None else first.preamble
         m = len(members)
         if m == 1:
-            groups.append(Group((first.index,), head + inputs[g], outputs[g], first.max_tokens))
+            groups.append(
+                _new_group((first.index,), head + inputs[g], outputs[g], first.max_tokens)
+            )
             continue
         members.sort()
         markers = ANSWER_MARKER_TOKENS * m
         groups.append(
-            Group(
+            _new_group(
                 tuple(members),
                 head + INSTRUCTION_TOKENS + inputs[g] + MARKER_TOKENS * m,
                 outputs[g] + markers,
