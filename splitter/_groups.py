@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,9 @@ from ._policy import Policy
 __all__ = ["Group", "PlanItem", "Repair", "balanced_groups", "group_of", "groupings"]
 
 _EXHAUSTIVE_UP_TO = 24  # every k is priced up to this many questions; beyond, every group size
+_INDEX = operator.attrgetter("index")
+_OUTPUT = operator.attrgetter("output_tokens")
+_SHAPE = operator.attrgetter("shape")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +83,15 @@ def groupings(
     """Each candidate's requests. Questions of one shape (the usual case): every k from
     ``_candidate_ks``. Of several shapes: each shape grouped on its own, the same largest
     group size for all, for every size up to the merge cap."""
-    shapes: dict[Hashable, list[PlanItem]] = {}
-    for item in items:
-        shapes.setdefault(item.shape, []).append(item)
-    if len(shapes) <= 1:
+    if len(set(map(_SHAPE, items))) <= 1:
         longest_first = _longest_first(items)
         answer_caps = answer_caps_of(longest_first, policy)
         for k in _candidate_ks(len(items), policy, distrusted) if items else []:
             yield balanced_groups(longest_first, k, policy, preamble, repair, answer_caps)
         return
+    shapes: dict[Hashable, list[PlanItem]] = {}
+    for item in items:
+        shapes.setdefault(item.shape, []).append(item)
     seen: set[tuple[int, ...]] = set()
     for size in _candidate_sizes(policy, distrusted):
         ks = tuple(math.ceil(len(members) / size) for members in shapes.values())
@@ -101,7 +105,10 @@ def groupings(
 
 
 def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
-    return sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    """By expected output, longest first, then by index: the order of the key
+    ``(-output_tokens, index)``, from two sorts on one attribute each (a stable sort keeps
+    the index order among equal outputs, reversed too)."""
+    return sorted(sorted(items, key=_INDEX), key=_OUTPUT, reverse=True)
 
 
 def _candidate_sizes(policy: Policy, distrusted: bool = False) -> list[int]:
@@ -172,7 +179,7 @@ def balanced_groups(
     heap = list(range(k))
     indexes: list[list[int]] = [[] for _ in range(k)]
     firsts: list[PlanItem | None] = [None] * k  # each group's longest: its system prompt
-    inputs, outputs, caps = [0] * k, [0] * k, [0] * k
+    inputs, outputs, caps = [0] * k, [0] * k, [0] * k  # a group's outputs: its load
     pop, replace = heapq.heappop, heapq.heapreplace
     for item, answer_cap in zip(longest_first, answer_caps, strict=True):
         key = heap[0]  # the lightest (keys all differ): replaced in place while open
@@ -183,12 +190,14 @@ def balanced_groups(
         members.append(item.index)
         out = item.output_tokens
         inputs[g] += item.input_tokens
-        outputs[g] += out
         caps[g] += answer_cap
         if len(members) < cap:
             replace(heap, key + out * k)
         else:
             pop(heap)
+            outputs[g] = key // k + out  # full: its load, as it leaves the heap
+    for key in heap:  # the groups still open
+        outputs[key % k] = key // k
     groups = []
     for g, members in enumerate(indexes):
         first = firsts[g]

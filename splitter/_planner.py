@@ -11,6 +11,7 @@ max_tokens fit in the token budget (TPM). The objective picks among the candidat
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ _LATENCY_TIE = 0.02  # candidates within 2% of the fastest count as equally fast
 # Past this many requests the batch is full nearly all the time, and a constant batch size
 # predicts as well as the event simulation at a fraction of the cost.
 _FLUID_UP_TO = 128
+_INDEXES = operator.attrgetter("indexes")
+_INPUT = operator.attrgetter("input_tokens")
+_OUTPUT = operator.attrgetter("output_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,7 @@ class Candidate:
             return "primed fan-out"
         if self.k == 1 and self.groups[0].merged:
             return "merge"
-        if all(not g.merged for g in self.groups):
+        if max(map(len, map(_INDEXES, self.groups)), default=1) == 1:  # none merged
             return "fan-out"
         return f"{self.k} groups"
 
@@ -113,7 +117,7 @@ def plan_wave(
     """
     if not items:
         raise ValueError("nothing to plan")
-    apart = [it for it in items if it.index == alone]
+    apart = [it for it in items if it.index == alone] if alone is not None else []
     rest = [it for it in items if it.index != alone] if apart else list(items)
     distrusted = _distrusted(agreement, policy)
     ahead = [group_of(apart, 0, 1.0, preamble_tokens)] if apart else []
@@ -195,9 +199,7 @@ def _price(
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
-    cost = 0
-    for g in order:
-        cost += g.input_tokens + g.output_tokens
+    cost = sum(map(_INPUT, order)) + sum(map(_OUTPUT, order))
     return Candidate(
         groups=tuple(order),
         starts=tuple(starts),
@@ -214,7 +216,8 @@ def _longest_groups_first(groups: list[Group]) -> list[Group]:
     integer, ``first - output * span``, which orders as the pair (-output, first) does."""
     firsts = [g.indexes[0] for g in groups]
     span = 1 + max(firsts) - min(firsts)
-    return sorted(groups, key=lambda g: g.indexes[0] - g.output_tokens * span)
+    keys = [first - g.output_tokens * span for first, g in zip(firsts, groups, strict=True)]
+    return [groups[i] for i in sorted(range(len(groups)), key=keys.__getitem__)]
 
 
 def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
@@ -239,7 +242,16 @@ def _steady(
     prefill_rate = estimate.prefill_rate
     free_at = [0.0] * width  # a heap: when each slot is next free
     replace = heapq.heapreplace
-    starts, finishes = [], []
+    starts: list[float] = []
+    finishes: list[float] = []
+    if not any(ready):  # nothing waits for the budget: each starts once a slot is free
+        for g in order:
+            start = free_at[0]
+            finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+            replace(free_at, finish)
+            starts.append(start)
+            finishes.append(finish)
+        return starts, finishes
     for g, allowed in zip(order, ready, strict=True):
         start = max(free_at[0], allowed)
         finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot

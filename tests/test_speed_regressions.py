@@ -25,7 +25,7 @@ from splitter._estimate import (
     plan_items,
     preamble_tokens,
 )
-from splitter._groups import Repair, balanced_groups
+from splitter._groups import Repair, _longest_first, balanced_groups
 from splitter._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
@@ -372,6 +372,16 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
                 ready = _budget_ready(list(c.groups), budget)
                 expected = _reference_steady(list(c.groups), ready, estimate, 16)
                 assert (list(c.starts), list(c.finishes)) == expected
+
+
+def test_longest_first_is_the_order_of_the_pair_key() -> None:
+    """Shuffled questions with many equal outputs: the two one-attribute sorts give the
+    order of the key ``(-output_tokens, index)``."""
+    rng = random.Random(2)
+    items = [PlanItem(i, 1, rng.choice([1, 7, 7, 50, rng.randint(1, 900)])) for i in range(500)]
+    rng.shuffle(items)
+    expected = sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    assert _longest_first(items) == expected
 
 
 def _reference_groups(
