@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import re
 import statistics
 from collections import Counter, deque
 from collections.abc import Callable
@@ -198,10 +199,36 @@ def test_simulate_matches_the_plain_event_loop() -> None:
         )
 
 
+# The cue patterns as first written (each alternative with its own \b).
+_PLAIN_CUE_PATTERNS = {
+    "word": re.compile(
+        r"\b(?:in|with) (?:one|a single) word\b|\bone[- ]word\b|\byes or no\b"
+        r"|一个词|一个字|是或否|tek kelime",
+        re.I,
+    ),
+    "list": re.compile(
+        r"\b(?:list|name|give)(?: me)? (\d{1,3})\b|(\d{1,3}) (?:items|examples"
+        r"|reasons|ways|ideas)\b",
+        re.I,
+    ),
+    "short": re.compile(
+        r"\b(?:one|a single|1) sentence\b|\bbriefly\b|\bin short\b|\bshort "
+        r"answer\b|简短|简要|kısaca",
+        re.I,
+    ),
+    "long": re.compile(
+        r"\bin detail\b|\bdetailed\b|\bthoroughly\b|\bessay\b|\bstep[- ]by[- ]"
+        r"step\b|\bcomprehensive\b|详细|ayrıntılı",
+        re.I,
+    ),
+}
+
+
 def _reference_cue(text: str) -> tuple[str | None, int | None]:
-    """The cue search with no word filter in front: every pattern, in order."""
+    """The cue search with no word filter in front: every pattern as first written, in
+    order."""
     for cue in _CUES:
-        match = cue.pattern.search(text)
+        match = _PLAIN_CUE_PATTERNS[cue.kind].search(text)
         if match:
             if cue.per_item:
                 count = next(int(g) for g in match.groups() if g)
