@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import tiktoken
 
-from ._planner import PlanItem
+from ._groups import PlanItem, new_plan_item
 from ._token_counts import token_counts
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ def plan_items(
     tokens = token_counts(encoder_for(spec.model))  # the input check's counts, the plan's
     # A question without a request of its own is sent with the batch's: spec.of() would
     # give back spec itself, whose cap, history and shape are the same for each of them.
-    batch_cap = spec.cap
+    batch_cap, estimate = spec.cap, lengths.estimate
     batch_history = sum(_message_tokens(m, spec.model) for m in spec.history)
     for i, q in enumerate(items):
         if q.has_own_request:
@@ -330,14 +330,15 @@ def plan_items(
             preamble = preamble_tokens(own) if own.head != spec.head else None
         else:
             cap, history, shape, preamble = q.max_tokens or batch_cap, batch_history, None, None
+        text = q.text
         planned.append(
-            PlanItem(
-                index=i if indexes is None else indexes[i],
-                input_tokens=tokens(q.text) + MESSAGE_OVERHEAD + history,
-                output_tokens=lengths.estimate(q.text, expected=q.expected_tokens, cap=cap),
-                max_tokens=cap,
-                shape=shape,
-                preamble=preamble,
+            new_plan_item(
+                i if indexes is None else indexes[i],
+                tokens(text) + MESSAGE_OVERHEAD + history,
+                estimate(text, expected=q.expected_tokens, cap=cap),
+                cap,
+                shape,
+                preamble,
             )
         )
     return planned

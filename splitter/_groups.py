@@ -14,7 +14,15 @@ from typing import Any
 from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from ._policy import Policy
 
-__all__ = ["Group", "PlanItem", "Repair", "balanced_groups", "group_of", "groupings"]
+__all__ = [
+    "Group",
+    "PlanItem",
+    "Repair",
+    "balanced_groups",
+    "group_of",
+    "groupings",
+    "new_plan_item",
+]
 
 _EXHAUSTIVE_UP_TO = 24  # every k is priced up to this many questions; beyond, every group size
 _INDEX = operator.attrgetter("index")
@@ -75,6 +83,34 @@ def _new_group(
     set_output(group, output_tokens)
     set_max(group, max_tokens)
     return group
+
+
+_SET_ITEM_FIELDS = tuple(
+    PlanItem.__dict__[name].__set__
+    for name in ("index", "input_tokens", "output_tokens", "max_tokens", "shape", "preamble")
+)
+
+
+def new_plan_item(
+    index: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_tokens: int | None,
+    shape: Hashable,
+    preamble: int | None,
+    _new: Any = object.__new__,
+    _set: tuple[Any, ...] = _SET_ITEM_FIELDS,
+) -> PlanItem:
+    """``PlanItem(...)`` made as ``_new_group`` makes a Group (one per question planned)."""
+    item: PlanItem = _new(PlanItem)
+    set_index, set_input, set_output, set_max, set_shape, set_preamble = _set
+    set_index(item, index)
+    set_input(item, input_tokens)
+    set_output(item, output_tokens)
+    set_max(item, max_tokens)
+    set_shape(item, shape)
+    set_preamble(item, preamble)
+    return item
 
 
 def groupings(
