@@ -212,12 +212,25 @@ def balanced_groups(
     # Each open group as one int, load * k + g: ordered as the pair (load, g) is (g < k),
     # and compared, pushed and popped faster than a pair. Each group's sums are kept as
     # its members join (group_of's sums, without a second pass over the members).
-    heap = list(range(k))
-    indexes: list[list[int]] = [[] for _ in range(k)]
     firsts: list[PlanItem | None] = [None] * k  # each group's longest: its system prompt
-    inputs, outputs, caps = [0] * k, [0] * k, [0] * k  # a group's outputs: its load
+    outputs = [0] * k  # a group's outputs: its load
+    if cap > 1 and longest_first[-1].output_tokens >= 1:
+        # Every output at least 1: an empty group is lighter than any other, so the first
+        # k questions go one to each group in turn (as the loop below would put them).
+        firsts[:] = longest_first[:k]
+        indexes = [[it.index] for it in longest_first[:k]]
+        inputs = [it.input_tokens for it in longest_first[:k]]
+        caps = answer_caps[:k]
+        heap = [g + it.output_tokens * k for g, it in enumerate(longest_first[:k])]
+        heapq.heapify(heap)
+        rest = zip(longest_first[k:], answer_caps[k:], strict=True)
+    else:
+        heap = list(range(k))
+        indexes = [[] for _ in range(k)]
+        inputs, caps = [0] * k, [0] * k
+        rest = zip(longest_first, answer_caps, strict=True)
     pop, replace = heapq.heappop, heapq.heapreplace
-    for item, answer_cap in zip(longest_first, answer_caps, strict=True):
+    for item, answer_cap in rest:
         key = heap[0]  # the lightest (keys all differ): replaced in place while open
         g = key % k
         members = indexes[g]

@@ -464,17 +464,18 @@ def _reference_groups(
     return out
 
 
-@pytest.mark.parametrize("n", [3, 40, 333, 1000])
-def test_balanced_groups_are_the_plain_balancing_s(n: int) -> None:
-    """Random waves (equal outputs for ties, caps or none, own system prompts or none),
-    every k a candidate may take, merge caps 2..8, answers always or not always read back:
-    the same groups, member for member and token for token."""
+@pytest.mark.parametrize(("n", "least"), [(3, 1), (40, 1), (333, 1), (1000, 1), (60, 0), (500, 0)])
+def test_balanced_groups_are_the_plain_balancing_s(n: int, least: int) -> None:
+    """Random waves (equal outputs for ties, caps or none, own system prompts or none,
+    outputs from 1 or from 0), every k a candidate may take, merge caps 2..8, answers
+    always or not always read back: the same groups, member for member and token for
+    token."""
     rng = random.Random(n)
     items = [
         PlanItem(
             i,
             rng.randint(1, 500),
-            rng.choice([7, 7, 100, rng.randint(1, 900)]),
+            rng.choice([7, 7, 100, rng.randint(least, 900), least]),
             rng.choice([None, None, rng.randint(1, 300)]),
             preamble=rng.choice([None, None, rng.randint(0, 50)]),
         )
