@@ -163,7 +163,7 @@ def side_by_side(ns: list[int], runs: int) -> None:
     for n in ns:
         wave = items(n)
         splitter.plan(questions(n, fresh))  # warm: the tokenizer, the endpoint
-        repeats = max(3, min(runs, 20_000 // n))
+        repeats = max(5, min(runs, 20_000 // n))
         times: dict[str, list[float]] = {"planner": [], "plan": [], "tokenize": [], "again": []}
         for r in range(repeats):
             texts = questions(n, fresh + (r + 1) * n)
