@@ -286,6 +286,7 @@ _CUE_PIECES = [
     *("in detail", "detailed", "thoroughly", "essay", "step by step", "step-by-step"),
     *("comprehensive", "ayrintili", "wordy", "listing", "named", "giver", "itemize"),
     *("brevity", "shortly", "details", "steps", "reasonable", "sentences", "x", "the"),
+    *("120 examples", "12 items", "give me 123", "list me 45", "999 reasons", "1"),
 ]
 
 
