@@ -158,6 +158,9 @@ class _Cue:
     per_item: bool = False  # tokens are per listed item ("list 10 ...")
 
 
+# Where several alternatives begin with \b, it is written once before them: the same
+# matches, tried in the same order, in half the time (the engine checks the boundary once
+# per position, not once per alternative).
 _CUES = (
     _Cue(
         "word",
@@ -197,9 +200,6 @@ _CUES = (
         600,
     ),
 )
-# Where several alternatives begin with \b, it is written once before them: the same
-# matches, tried in the same order, in half the time (the engine checks the boundary once
-# per position, not once per alternative).
 _HISTORY = 64  # answers remembered per cue kind
 
 

@@ -160,7 +160,8 @@ def check_isolation_key(isolation_key: object) -> None:
 
 def _check_size(index: int, question: Question, policy: Policy, model: str) -> None:
     # A token is at least one byte and a character at most four: a text this short cannot
-    # be over the limit, and is not encoded here (the estimate stage counts it, once).
+    # be over the limit, and is not encoded here (the estimate stage counts it, once); a
+    # longer one's count is remembered, and the estimate stage reuses it.
     if 4 * len(question.text) <= policy.max_question_tokens:
         return
     tokens = question_tokens(question.text, model)
