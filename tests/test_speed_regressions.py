@@ -3,6 +3,7 @@ version it replaced (kept here as the reference), on fixed random inputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -26,7 +27,7 @@ from splitter._estimate import (
     plan_items,
     preamble_tokens,
 )
-from splitter._groups import Repair, _longest_first, balanced_groups
+from splitter._groups import Repair, _longest_first, _new_group, balanced_groups, new_plan_item
 from splitter._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
@@ -400,6 +401,29 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
                 ready = _budget_ready(list(c.groups), budget)
                 expected = _reference_steady(list(c.groups), ready, estimate, 16)
                 assert (list(c.starts), list(c.finishes)) == expected
+
+
+def test_fast_made_groups_and_items_are_the_dataclasses() -> None:
+    """Made through their slots, a Group and a PlanItem are equal to the dataclass's own,
+    field for field, and set every field there is (a field added later would fail here)."""
+    group_args = ((3, 9), 120, 40, None)
+    assert _new_group(*group_args) == Group(*group_args)
+    assert [f.name for f in dataclasses.fields(Group)] == [
+        "indexes",
+        "input_tokens",
+        "output_tokens",
+        "max_tokens",
+    ]
+    item_args = (7, 30, 12, 64, ("own", 1), 18)
+    assert new_plan_item(*item_args) == PlanItem(*item_args)
+    assert [f.name for f in dataclasses.fields(PlanItem)] == [
+        "index",
+        "input_tokens",
+        "output_tokens",
+        "max_tokens",
+        "shape",
+        "preamble",
+    ]
 
 
 def test_longest_first_is_the_order_of_the_pair_key() -> None:
