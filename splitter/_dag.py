@@ -25,6 +25,8 @@ Graph = tuple[tuple[int, ...], ...]  # per question: the indexes it needs, ascen
 def build_graph(questions: Sequence[Question]) -> Graph:
     """Each question's direct dependencies, checked: every reference exists, none is the
     question itself, and there is no cycle."""
+    if not any(q.depends_on or "{answer:" in q.text for q in questions):
+        return ((),) * len(questions)  # the usual batch: none refers to another
     by_id = question_ids(questions)
     deps: list[tuple[int, ...]] = []
     for i, q in enumerate(questions):

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._dag import PLACEHOLDER
-from ._estimate import count_tokens
+from ._estimate import question_tokens
 from ._exceptions import InvalidInputError
 from ._policy import Policy
 from ._questions import Question, check_sendable
@@ -160,10 +160,11 @@ def check_isolation_key(isolation_key: object) -> None:
 
 def _check_size(index: int, question: Question, policy: Policy, model: str) -> None:
     # A token is at least one byte and a character at most four: a text this short cannot
-    # be over the limit, and is not encoded here (the estimate stage counts it, once).
+    # be over the limit, and is not encoded here (the estimate stage counts it, once); a
+    # longer one's count is remembered, and the estimate stage reuses it.
     if 4 * len(question.text) <= policy.max_question_tokens:
         return
-    tokens = count_tokens(question.text, model)
+    tokens = question_tokens(question.text, model)
     if tokens > policy.max_question_tokens:
         raise InvalidInputError(
             f"questions[{index}] is ~{tokens} tokens, over max_question_tokens="

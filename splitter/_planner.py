@@ -11,15 +11,16 @@ max_tokens fit in the token budget (TPM). The objective picks among the candidat
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Hashable, Iterator, Sequence
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._budget import BudgetSnapshot
 from ._canary import Agreement
 from ._cost_model import ServiceEstimate, simulate
 from ._explain import explain_plan
-from ._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
+from ._gc_pause import gc_paused
+from ._groups import Group, PlanItem, Repair, group_of, groupings
 from ._policy import Policy, Strategy, Weighted
 from ._primed import primed_candidates, primed_schedule
 
@@ -28,39 +29,13 @@ __all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
 # A plan's wait for the rate limit is named in the explanation once it is this share of the
 # plan's latency: below it the wait does not explain why the plan lost.
 _WAIT_WORTH_NAMING = 0.05
-_EXHAUSTIVE_UP_TO = 24  # every k is priced up to this many questions; beyond, every group size
-_LATENCY_TIE = 0.02
+_LATENCY_TIE = 0.02  # candidates within 2% of the fastest count as equally fast
 # Past this many requests the batch is full nearly all the time, and a constant batch size
 # predicts as well as the event simulation at a fraction of the cost.
-_FLUID_UP_TO = 128  # candidates within 2% of the fastest count as equally fast
-
-
-@dataclass(frozen=True, slots=True)
-class PlanItem:
-    """One question as the planner sees it."""
-
-    index: int
-    input_tokens: int
-    output_tokens: int  # expected
-    max_tokens: int | None = None  # the caller's cap
-    # Questions are merged only with others of the same shape: None is the batch's own
-    # request; a question's own system prompt or keywords make another (RequestSpec.shape).
-    shape: Hashable = None
-    preamble: int | None = None  # its own system prompt's tokens, in place of the batch's
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """One request of a plan: a single question, or several merged."""
-
-    indexes: tuple[int, ...]
-    input_tokens: int
-    output_tokens: int  # expected
-    max_tokens: int | None
-
-    @property
-    def merged(self) -> bool:
-        return len(self.indexes) > 1
+_FLUID_UP_TO = 128
+_INDEXES = operator.attrgetter("indexes")
+_INPUT = operator.attrgetter("input_tokens")
+_OUTPUT = operator.attrgetter("output_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +64,7 @@ class Candidate:
             return "primed fan-out"
         if self.k == 1 and self.groups[0].merged:
             return "merge"
-        if all(not g.merged for g in self.groups):
+        if max(map(len, map(_INDEXES, self.groups)), default=1) == 1:  # none merged
             return "fan-out"
         return f"{self.k} groups"
 
@@ -117,6 +92,7 @@ class Plan:
         return explain_plan(self)
 
 
+@gc_paused()  # its groups, all alive until the plan is made: one collection after
 def plan_wave(
     items: Sequence[PlanItem],
     *,
@@ -141,16 +117,16 @@ def plan_wave(
     """
     if not items:
         raise ValueError("nothing to plan")
-    apart = [it for it in items if it.index == alone]
+    apart = [it for it in items if it.index == alone] if alone is not None else []
     rest = [it for it in items if it.index != alone] if apart else list(items)
     distrusted = _distrusted(agreement, policy)
-    ahead = [_group(apart, 0, 1.0, preamble_tokens)] if apart else []
+    ahead = [group_of(apart, 0, 1.0, preamble_tokens)] if apart else []
     # A re-ask costs a round trip and a first token before its own answer: in tokens of
     # decode time, that lead is (rtt + ttft0) / tpot1.
-    repair = _Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
+    repair = Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
     candidates = tuple(
         _price([*ahead, *groups], estimate, budget, concurrency)
-        for groups in _groupings(rest, policy, preamble_tokens, repair, distrusted)
+        for groups in groupings(rest, policy, preamble_tokens, repair, distrusted)
     ) or (_price(ahead, estimate, budget, concurrency),)
     candidates = primed_candidates(
         candidates, items, policy, preamble_tokens, estimate,
@@ -202,141 +178,6 @@ def _overflows(candidate: Candidate, cap: float | None) -> bool:
     )
 
 
-def _groupings(
-    items: list[PlanItem], policy: Policy, preamble: int, repair: _Repair, distrusted: bool
-) -> Iterator[list[Group]]:
-    """Each candidate's requests. Questions of one shape (the usual case): every k from
-    ``_candidate_ks``. Of several shapes: each shape grouped on its own, the same largest
-    group size for all, for every size up to the merge cap."""
-    shapes: dict[Hashable, list[PlanItem]] = {}
-    for item in items:
-        shapes.setdefault(item.shape, []).append(item)
-    if len(shapes) <= 1:
-        longest_first = _longest_first(items)
-        for k in _candidate_ks(len(items), policy, distrusted) if items else []:
-            yield _groups(longest_first, k, policy, preamble, repair)
-        return
-    seen: set[tuple[int, ...]] = set()
-    for size in _candidate_sizes(policy, distrusted):
-        ks = tuple(math.ceil(len(members) / size) for members in shapes.values())
-        if ks not in seen:
-            seen.add(ks)
-            yield [
-                group
-                for members, k in zip(shapes.values(), ks, strict=True)
-                for group in _groups(_longest_first(members), k, policy, preamble, repair)
-            ]
-
-
-def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
-    return sorted(items, key=lambda it: (-it.output_tokens, it.index))
-
-
-def _candidate_sizes(policy: Policy, distrusted: bool = False) -> list[int]:
-    cap = policy.merge.max_per_request
-    if policy.strategy in ("fanout", "primed") or cap == 1 or distrusted:
-        return [1]
-    if policy.strategy == "merge":
-        return [cap]
-    return list(range(1, cap + 1))
-
-
-def _candidate_ks(n: int, policy: Policy, distrusted: bool = False) -> list[int]:
-    cap = policy.merge.max_per_request
-    fewest = math.ceil(n / cap)
-    if policy.strategy in ("fanout", "primed") or cap == 1 or distrusted:
-        return [n]
-    if policy.strategy == "merge":
-        return [fewest]
-    if n <= _EXHAUSTIVE_UP_TO:
-        return list(range(fewest, n + 1))
-    return sorted({math.ceil(n / size) for size in range(1, cap + 1)})
-
-
-@dataclass(frozen=True, slots=True)
-class _Repair:
-    """What a merged answer not read back costs: it is re-asked alone after the reply."""
-
-    success: float = 1.0  # share of merged answers read back
-    lead: float = 0.0  # a re-ask's round trip and first token, in tokens of decode time
-
-    def tokens(self, members: Sequence[PlanItem]) -> int:
-        """As a rough price: the chance that any is re-asked, times the longest of them
-        (and the re-ask's lead) decoded once more."""
-        if self.success >= 1:
-            return 0
-        chance = 1 - self.success ** len(members)
-        return math.ceil(chance * (max(it.output_tokens for it in members) + self.lead))
-
-
-def _groups(
-    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
-) -> list[Group]:
-    """k groups balanced by expected output: longest first onto the lightest open group."""
-    if k == len(longest_first):  # fan-out: _group's single case, inlined (once per question)
-        return [
-            Group(
-                (it.index,),
-                it.input_tokens + (preamble if it.preamble is None else it.preamble),
-                it.output_tokens,
-                it.max_tokens,
-            )
-            for it in longest_first
-        ]
-    cap = policy.merge.max_per_request
-    heap = [(0, g) for g in range(k)]
-    members: list[list[PlanItem]] = [[] for _ in range(k)]
-    pop, replace = heapq.heappop, heapq.heapreplace
-    for item in longest_first:
-        load, g = heap[0]  # the lightest (pairs all differ): replaced in place while open
-        group = members[g]
-        group.append(item)
-        if len(group) < cap:
-            replace(heap, (load + item.output_tokens, g))
-        else:
-            pop(heap)
-    floor, margin = policy.merge.min_answer_tokens, policy.merge.answer_margin
-    if repair.success >= 1:
-        return [_group(m, floor, margin, preamble) for m in members if m]
-    return [_group(m, floor, margin, preamble, repair) for m in members if m]
-
-
-def _group(
-    members: list[PlanItem], floor: int, margin: float, preamble: int, repair: _Repair | None = None
-) -> Group:
-    """One request for ``members``: merged when there are several, in their input order."""
-    if len(members) == 1:
-        (only,) = members
-        return Group((only.index,), _preamble(only, preamble) + only.input_tokens, *_out(only))
-    # Sums of ints and the repair's longest: the members' order matters only to the indexes.
-    head = _preamble(members[0], preamble)  # one shape: one system prompt
-    inputs = outputs = caps = 0
-    indexes = []
-    for it in members:
-        indexes.append(it.index)
-        inputs += it.input_tokens
-        out = it.output_tokens
-        outputs += out
-        cap = it.max_tokens
-        caps += cap if cap is not None else max(floor, math.ceil(out * margin))
-    indexes.sort()
-    markers = ANSWER_MARKER_TOKENS * len(members)
-    return Group(
-        tuple(indexes),
-        head + INSTRUCTION_TOKENS + inputs + MARKER_TOKENS * len(members),
-        outputs + markers + (repair.tokens(members) if repair is not None else 0),
-        caps + markers,
-    )
-
-
-def _preamble(item: PlanItem, batch: int) -> int:
-    return batch if item.preamble is None else item.preamble
-
-
-def _out(item: PlanItem) -> tuple[int, int | None]:
-    return item.output_tokens, item.max_tokens
-
-
 def _price(
     groups: list[Group],
     estimate: ServiceEstimate,
@@ -358,9 +199,7 @@ def _price(
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
-    cost = 0
-    for g in order:
-        cost += g.input_tokens + g.output_tokens
+    cost = sum(map(_INPUT, order)) + sum(map(_OUTPUT, order))
     return Candidate(
         groups=tuple(order),
         starts=tuple(starts),
@@ -377,7 +216,8 @@ def _longest_groups_first(groups: list[Group]) -> list[Group]:
     integer, ``first - output * span``, which orders as the pair (-output, first) does."""
     firsts = [g.indexes[0] for g in groups]
     span = 1 + max(firsts) - min(firsts)
-    return sorted(groups, key=lambda g: g.indexes[0] - g.output_tokens * span)
+    keys = [first - g.output_tokens * span for first, g in zip(firsts, groups, strict=True)]
+    return [groups[i] for i in sorted(range(len(groups)), key=keys.__getitem__)]
 
 
 def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
@@ -402,7 +242,16 @@ def _steady(
     prefill_rate = estimate.prefill_rate
     free_at = [0.0] * width  # a heap: when each slot is next free
     replace = heapq.heapreplace
-    starts, finishes = [], []
+    starts: list[float] = []
+    finishes: list[float] = []
+    if not any(ready):  # nothing waits for the budget: each starts once a slot is free
+        for g in order:
+            start = free_at[0]
+            finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+            replace(free_at, finish)
+            starts.append(start)
+            finishes.append(finish)
+        return starts, finishes
     for g, allowed in zip(order, ready, strict=True):
         start = max(free_at[0], allowed)
         finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot

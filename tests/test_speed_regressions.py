@@ -3,16 +3,18 @@ version it replaced (kept here as the reference), on fixed random inputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
+import re
 import statistics
 from collections import Counter, deque
 from collections.abc import Callable
 
 import pytest
 
-from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate, _planner
+from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate
 from splitter._budget import BudgetSnapshot
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._estimate import (
@@ -25,8 +27,10 @@ from splitter._estimate import (
     plan_items,
     preamble_tokens,
 )
+from splitter._groups import Repair, _longest_first, _new_group, balanced_groups, new_plan_item
+from splitter._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from splitter._meter import InFlightMeter
-from splitter._planner import Group, PlanItem, _budget_ready, _groups, _Repair, plan_wave
+from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
 from splitter._questions import Question
 from splitter._request_spec import RequestSpec
 from splitter._service_fit import _DECAY, _dot, _Fit, _solve
@@ -197,10 +201,36 @@ def test_simulate_matches_the_plain_event_loop() -> None:
         )
 
 
+# The cue patterns as first written (each alternative with its own \b).
+_PLAIN_CUE_PATTERNS = {
+    "word": re.compile(
+        r"\b(?:in|with) (?:one|a single) word\b|\bone[- ]word\b|\byes or no\b"
+        r"|一个词|一个字|是或否|tek kelime",
+        re.I,
+    ),
+    "list": re.compile(
+        r"\b(?:list|name|give)(?: me)? (\d{1,3})\b|(\d{1,3}) (?:items|examples"
+        r"|reasons|ways|ideas)\b",
+        re.I,
+    ),
+    "short": re.compile(
+        r"\b(?:one|a single|1) sentence\b|\bbriefly\b|\bin short\b|\bshort "
+        r"answer\b|简短|简要|kısaca",
+        re.I,
+    ),
+    "long": re.compile(
+        r"\bin detail\b|\bdetailed\b|\bthoroughly\b|\bessay\b|\bstep[- ]by[- ]"
+        r"step\b|\bcomprehensive\b|详细|ayrıntılı",
+        re.I,
+    ),
+}
+
+
 def _reference_cue(text: str) -> tuple[str | None, int | None]:
-    """The cue search with no word filter in front: every pattern, in order."""
+    """The cue search with no word filter in front: every pattern as first written, in
+    order."""
     for cue in _CUES:
-        match = cue.pattern.search(text)
+        match = _PLAIN_CUE_PATTERNS[cue.kind].search(text)
         if match:
             if cue.per_item:
                 count = next(int(g) for g in match.groups() if g)
@@ -249,6 +279,32 @@ def test_cue_word_filter_changes_no_cue() -> None:
             assert _cue(form) == _reference_cue(form), form
             cued += _reference_cue(form)[0] is not None
     assert cued > 30  # the set exercises the patterns, not only the filter
+
+
+_CUE_PIECES = [
+    *("with a single word", "in one word", "one-word", "yes or no", "tek kelime", "list 7"),
+    *("give me 12", "name 3", "4 items", "9 examples", "2 reasons", "6 ways", "3 ideas"),
+    *("a single sentence", "1 sentence", "briefly", "in short", "short answer", "kisaca"),
+    *("in detail", "detailed", "thoroughly", "essay", "step by step", "step-by-step"),
+    *("comprehensive", "ayrintili", "wordy", "listing", "named", "giver", "itemize"),
+    *("brevity", "shortly", "details", "steps", "reasonable", "sentences", "x", "the"),
+    *("120 examples", "12 items", "give me 123", "list me 45", "999 reasons", "1"),
+]
+
+
+def test_cue_search_from_its_words_changes_no_cue() -> None:
+    """Random texts of cue phrases, near misses and filler, in random case, long and
+    short: the search from each cue's first word finds what every pattern in order finds."""
+    rng = random.Random(21)
+    cued = 0
+    for _ in range(3000):
+        pieces = [rng.choice(_CUE_PIECES) for _ in range(rng.randint(1, 12))]
+        filler = " " * rng.randint(0, 40)
+        text = rng.choice([" ", ", ", "-", "", filler]).join(pieces)
+        text = "".join(c.upper() if rng.random() < 0.2 else c for c in text)
+        assert _cue(text) == _reference_cue(text), text
+        cued += _reference_cue(text)[0] is not None
+    assert 1000 < cued < 2900  # most cued, some not
 
 
 def _counting_encoder(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -348,8 +404,41 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
                 assert (list(c.starts), list(c.finishes)) == expected
 
 
+def test_fast_made_groups_and_items_are_the_dataclasses() -> None:
+    """Made through their slots, a Group and a PlanItem are equal to the dataclass's own,
+    field for field, and set every field there is (a field added later would fail here)."""
+    group_args = ((3, 9), 120, 40, None)
+    assert _new_group(*group_args) == Group(*group_args)
+    assert [f.name for f in dataclasses.fields(Group)] == [
+        "indexes",
+        "input_tokens",
+        "output_tokens",
+        "max_tokens",
+    ]
+    item_args = (7, 30, 12, 64, ("own", 1), 18)
+    assert new_plan_item(*item_args) == PlanItem(*item_args)
+    assert [f.name for f in dataclasses.fields(PlanItem)] == [
+        "index",
+        "input_tokens",
+        "output_tokens",
+        "max_tokens",
+        "shape",
+        "preamble",
+    ]
+
+
+def test_longest_first_is_the_order_of_the_pair_key() -> None:
+    """Shuffled questions with many equal outputs: the two one-attribute sorts give the
+    order of the key ``(-output_tokens, index)``."""
+    rng = random.Random(2)
+    items = [PlanItem(i, 1, rng.choice([1, 7, 7, 50, rng.randint(1, 900)])) for i in range(500)]
+    rng.shuffle(items)
+    expected = sorted(items, key=lambda it: (-it.output_tokens, it.index))
+    assert _longest_first(items) == expected
+
+
 def _reference_groups(
-    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: _Repair
+    longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: Repair
 ) -> list[Group]:
     """The balancing as first written: pop the lightest group, push it back while open, and
     each group's sums taken with max() and a call per member."""
@@ -386,14 +475,14 @@ def _reference_groups(
             else max(floor, math.ceil(it.output_tokens * margin))
             for it in m
         )
-        markers = _planner.ANSWER_MARKER_TOKENS * len(m)
+        markers = ANSWER_MARKER_TOKENS * len(m)
         out.append(
             Group(
                 tuple(sorted(it.index for it in m)),
                 pre
-                + _planner.INSTRUCTION_TOKENS
+                + INSTRUCTION_TOKENS
                 + sum(it.input_tokens for it in m)
-                + _planner.MARKER_TOKENS * len(m),
+                + MARKER_TOKENS * len(m),
                 sum(it.output_tokens for it in m) + markers + repair.tokens(m),
                 caps + markers,
             )
@@ -401,17 +490,18 @@ def _reference_groups(
     return out
 
 
-@pytest.mark.parametrize("n", [3, 40, 333, 1000])
-def test_balanced_groups_are_the_plain_balancing_s(n: int) -> None:
-    """Random waves (equal outputs for ties, caps or none, own system prompts or none),
-    every k a candidate may take, merge caps 2..8, answers always or not always read back:
-    the same groups, member for member and token for token."""
+@pytest.mark.parametrize(("n", "least"), [(3, 1), (40, 1), (333, 1), (1000, 1), (60, 0), (500, 0)])
+def test_balanced_groups_are_the_plain_balancing_s(n: int, least: int) -> None:
+    """Random waves (equal outputs for ties, caps or none, own system prompts or none,
+    outputs from 1 or from 0), every k a candidate may take, merge caps 2..8, answers
+    always or not always read back: the same groups, member for member and token for
+    token."""
     rng = random.Random(n)
     items = [
         PlanItem(
             i,
             rng.randint(1, 500),
-            rng.choice([7, 7, 100, rng.randint(1, 900)]),
+            rng.choice([7, 7, 100, rng.randint(least, 900), least]),
             rng.choice([None, None, rng.randint(1, 300)]),
             preamble=rng.choice([None, None, rng.randint(0, 50)]),
         )
@@ -420,10 +510,10 @@ def test_balanced_groups_are_the_plain_balancing_s(n: int) -> None:
     longest_first = sorted(items, key=lambda it: (-it.output_tokens, it.index))
     for cap in (2, 3, 8):
         policy = Policy(merge=MergePolicy(max_per_request=cap, answer_margin=1.3))
-        for repair in (_Repair(), _Repair(0.8, 30.0)):
+        for repair in (Repair(), Repair(0.8, 30.0)):
             for k in sorted({math.ceil(n / size) for size in range(1, cap + 1)}):
                 expected = _reference_groups(longest_first, k, policy, 12, repair)
-                assert _groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
+                assert balanced_groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
 
 
 def test_guessed_lengths_are_the_plain_medians_between_observations() -> None:
