@@ -19,7 +19,6 @@ from ._budget import BudgetSnapshot
 from ._canary import Agreement
 from ._cost_model import ServiceEstimate, simulate
 from ._explain import explain_plan
-from ._gc_pause import gc_paused
 from ._groups import Group, PlanItem, Repair, group_of, groupings
 from ._policy import Policy, Strategy, Weighted
 from ._primed import primed_candidates, primed_schedule
@@ -92,7 +91,6 @@ class Plan:
         return explain_plan(self)
 
 
-@gc_paused()  # its groups, all alive until the plan is made: one collection after
 def plan_wave(
     items: Sequence[PlanItem],
     *,

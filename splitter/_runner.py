@@ -20,7 +20,6 @@ from ._endpoint import Endpoint, endpoint_for
 from ._estimate import load_encoder, plan_items, preamble_tokens
 from ._events import Emitter, EventHook
 from ._execute import Executor
-from ._gc_pause import gc_paused
 from ._map import RunBatch
 from ._openai import OpenAIBackend
 from ._planner import Plan, plan_wave
@@ -78,19 +77,18 @@ class Runner:
     ) -> Plan:
         """Plan ``items``; ``first_alone`` keeps the first of them in a request of its own
         (it is streamed live while the rest wait their turn)."""
-        with gc_paused():  # the items and the candidates' groups: one collection after
-            planned = plan_items(items, spec, endpoint.lengths, indexes)
-            return plan_wave(
-                planned,
-                estimate=endpoint.service.estimate(),
-                budget=endpoint.budget_snapshot(),
-                concurrency=endpoint.concurrency.current,
-                policy=self.policy,
-                preamble_tokens=preamble_tokens(spec),
-                alone=planned[0].index if first_alone else None,
-                merge_success=endpoint.merges.success,
-                agreement=endpoint.canaries.agreement,
-            )
+        planned = plan_items(items, spec, endpoint.lengths, indexes)
+        return plan_wave(
+            planned,
+            estimate=endpoint.service.estimate(),
+            budget=endpoint.budget_snapshot(),
+            concurrency=endpoint.concurrency.current,
+            policy=self.policy,
+            preamble_tokens=preamble_tokens(spec),
+            alone=planned[0].index if first_alone else None,
+            merge_success=endpoint.merges.success,
+            agreement=endpoint.canaries.agreement,
+        )
 
     async def run(
         self,
