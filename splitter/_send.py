@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from tenacity import RetryCallState
 
 from . import _clock
 from ._budget import Budget, Kind, Reservation
@@ -34,7 +33,7 @@ from ._headers import parse_count
 from ._meter import Reading
 from ._openai import Completion
 from ._request_events import RequestTold
-from ._retry import retrying
+from ._retry import Retry, call_with_retries
 from ._run_state import RunState, Stopped
 from ._service_model import Observation
 from ._turns import Started
@@ -77,26 +76,27 @@ class Sender:
             indexes = tuple(run.positions[i] for i in asks)
             request = RequestTold(run.events, run.events.next_request(), indexes)
 
-        def before_sleep(state: RetryCallState) -> None:
+        def before_sleep(retry: Retry) -> None:
             run.counters.retries += 1
             if request is not None:
-                request.retry_scheduled(state)
+                request.retry_scheduled(retry)
+
+        async def attempt() -> Completion:
+            nonlocal attempts
+            attempts += 1
+            return await self._attempt(out, (request, attempts))
 
         try:
             self._check_fits(out.reserve)
-            async for attempt in retrying(run.policy.retry, before_sleep=before_sleep):
-                with attempt:
-                    attempts += 1
-                    completion = await self._attempt(out, (request, attempts))
-                    return completion, attempts
+            completion = await call_with_retries(
+                attempt, run.policy.retry, before_sleep=before_sleep
+            )
         except Stopped as stopped:
             assert run.fatal is not None
             return run.fatal, attempts if stopped.sent else attempts - 1
         except SplitterError as exc:
             return exc, attempts
-        raise AssertionError(
-            "unreachable: tenacity either returns or re-raises"
-        )  # pragma: no cover
+        return completion, attempts
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.run.token_capacity
