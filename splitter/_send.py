@@ -144,7 +144,8 @@ class Sender:
             if request is not None:
                 request.started(attempt, reserve)
             sent_at = _clock.now()
-            token = run.endpoint.meter.start(sent_at)
+            fit = run.endpoint.service.sample()  # its queue read and learned from
+            token = run.endpoint.meter.start(sent_at, read=fit)
             gate = None
             if budget is not None and reservation is not None:
                 # The budget's last gate, just before the HTTP write (see _budget._wire).
@@ -169,7 +170,7 @@ class Sender:
         if budget is not None and reservation is not None:
             used = completion.usage.total_tokens
             await budget.settle(reservation, completion.headers, used_tokens=used)
-        self._learn(completion, shared, sent_at)
+        self._learn(completion, shared, sent_at, fit)
         return completion
 
     async def _failed(
@@ -286,6 +287,7 @@ class Sender:
         completion: Completion,
         shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
+        fit: bool,
     ) -> None:
         endpoint = self.run.endpoint
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -300,6 +302,7 @@ class Sender:
                 started=sent_at,
                 idle=endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
+                fit=fit,
             )
         )
 
