@@ -70,33 +70,22 @@ class Sender:
         """One logical request with its retries: the completion, or the final error, and
         the attempts made; ``asks`` are the questions it asks (for its events)."""
         run = self.run
-        attempts = 0
         request = None
         if run.events.detailed:
             indexes = tuple(run.positions[i] for i in asks)
             request = RequestTold(run.events, run.events.next_request(), indexes)
-
-        def before_sleep(retry: Retry) -> None:
-            run.counters.retries += 1
-            if request is not None:
-                request.retry_scheduled(retry)
-
-        async def attempt() -> Completion:
-            nonlocal attempts
-            attempts += 1
-            return await self._attempt(out, (request, attempts))
-
+        tries = _Tries(self, out, request)
         try:
             self._check_fits(out.reserve)
             completion = await call_with_retries(
-                attempt, run.policy.retry, before_sleep=before_sleep
+                tries.attempt, run.policy.retry, before_sleep=tries.before_sleep
             )
         except Stopped as stopped:
             assert run.fatal is not None
-            return run.fatal, attempts if stopped.sent else attempts - 1
+            return run.fatal, tries.made if stopped.sent else tries.made - 1
         except SplitterError as exc:
-            return exc, attempts
-        return completion, attempts
+            return exc, tries.made
+        return completion, tries.made
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.run.token_capacity
@@ -106,9 +95,11 @@ class Sender:
                 f"token budget of {cap:.0f}; lower max_tokens or shorten the question"
             )
 
-    async def _attempt(self, out: Outgoing, told: tuple[RequestTold | None, int]) -> Completion:
-        """One attempt; ``told`` is the request its events name (None: no one listens) and
-        the attempt's number."""
+    async def _attempt(
+        self, out: Outgoing, request: RequestTold | None, attempt: int
+    ) -> Completion:
+        """Attempt number ``attempt``; ``request`` is the request its events name (None: no
+        one listens)."""
         run = self.run
         reserve, started, streamed = out.reserve, out.started, out.streamed
         shown = self._shown(streamed)
@@ -132,7 +123,6 @@ class Sender:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
-            request, attempt = told
             on_wait = None if request is None else request.rate_wait
             reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
             run.claim.booked(reserve)
@@ -217,8 +207,11 @@ class Sender:
         try:
             if timeout is None:  # no cancel scope to open and close per request
                 return await self._call(messages, params, streamed)
-            with anyio.fail_after(timeout):
+            # As anyio.fail_after, without its two generator-based context managers per
+            # request: only the deadline cancels this scope, and it then returns here.
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout):
                 return await self._call(messages, params, streamed)
+            raise TimeoutError
         except TimeoutError as exc:
             concurrency.on_overload()
             limit = math.inf if timeout is None else timeout
@@ -305,6 +298,26 @@ class Sender:
                 fit=fit,
             )
         )
+
+
+class _Tries:
+    """One logical request's attempts, as the retry loop makes and tells them (a plain
+    object rather than closures: fewer objects alive per request in flight)."""
+
+    __slots__ = ("made", "out", "request", "sender")
+
+    def __init__(self, sender: Sender, out: Outgoing, request: RequestTold | None) -> None:
+        self.sender, self.out, self.request = sender, out, request
+        self.made = 0
+
+    async def attempt(self) -> Completion:
+        self.made += 1
+        return await self.sender._attempt(self.out, self.request, self.made)
+
+    def before_sleep(self, retry: Retry) -> None:
+        self.sender.run.counters.retries += 1
+        if self.request is not None:
+            self.request.retry_scheduled(retry)
 
 
 def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -> None:

@@ -202,21 +202,28 @@ def test_meter_readings_match_the_plain_loop(width: int, requests: int) -> None:
 async def test_a_request_without_a_timeout_opens_no_cancel_scope(
     monkeypatch: pytest.MonkeyPatch, timeout: float | None, scopes: int
 ) -> None:
-    """Without ``Policy.timeout`` the sender opens no ``fail_after`` scope per request
-    (one ``fail_after(inf)`` each before); with one, each request runs under its own."""
+    """Without ``Policy.timeout`` the sender opens no cancel scope per request (one
+    ``fail_after(inf)`` each before); with one, each request runs under its own deadline,
+    a plain ``CancelScope`` (no ``fail_after``: two generator-based context managers)."""
     opened: Counter[str] = Counter()
-    real = anyio.fail_after
+    real_fail_after, real_scope = anyio.fail_after, anyio.CancelScope
 
     def counted(delay: float | None, shield: bool = False) -> Any:
-        opened[Path(sys._getframe(1).f_code.co_filename).name] += 1
-        return real(delay, shield)
+        opened["fail_after " + Path(sys._getframe(1).f_code.co_filename).name] += 1
+        return real_fail_after(delay, shield)
+
+    def scope(**kwargs: Any) -> anyio.CancelScope:
+        if kwargs.get("deadline") is not None:
+            opened["deadline " + Path(sys._getframe(1).f_code.co_filename).name] += 1
+        return real_scope(**kwargs)
 
     monkeypatch.setattr(anyio, "fail_after", counted)
+    monkeypatch.setattr(anyio, "CancelScope", scope)
     async with open_sim_client(SimService("instant")) as client:
         splitter = Splitter(client, policy=Policy(timeout=timeout))
         result = await splitter.aask_many(["What is 1 + 1?"] * 3, model="instant")
     assert result.stats.failed == 0
-    assert opened["_send.py"] == scopes
+    assert (opened["deadline _send.py"], opened["fail_after _send.py"]) == (scopes, 0)
 
 
 def _feed_bursts(model: ServiceModel, read_each: bool) -> None:
