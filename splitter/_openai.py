@@ -109,7 +109,9 @@ class OpenAIBackend:
             _remember_platform(self._client)
         if kwargs is None:
             extra = getattr(completion, "model_extra", None) or {}
-            await self._told(timings_of(extra.get("timings")))
+            timings = timings_of(extra.get("timings"))
+            if timings is not None:  # llama-server's; no coroutine for the others
+                await self._told(timings)
             return _reduce(completion, raw.headers, raw.request_id, elapsed)
         text, finish, usage = reply_of(completion, raw.request_id)
         return Completion(text, finish, usage, raw.request_id, raw.headers, elapsed)

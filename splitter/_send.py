@@ -63,6 +63,7 @@ class Sender:
 
     def __init__(self, run: RunState) -> None:
         self.run = run
+        self._wired = False  # the budget's wire gate installed on the client (once a batch)
 
     async def send(
         self, out: Outgoing, *, asks: Sequence[int]
@@ -139,7 +140,9 @@ class Sender:
             gate = None
             if budget is not None and reservation is not None:
                 # The budget's last gate, just before the HTTP write (see _budget._wire).
-                wire.install(getattr(run.backend, "_client", None))
+                if not self._wired:
+                    wire.install(getattr(run.backend, "_client", None))
+                    self._wired = True
                 gate = functools.partial(budget.depart, reservation)
             try:
                 with wire.departing(gate):
