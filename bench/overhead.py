@@ -17,15 +17,22 @@ The server runs as a subprocess by default (``python -m splitter.sim --profile i
 --port P``): on 2 cores it then has its own core and GIL, the run is client-bound (the
 client process is ~100% busy, the server ~10%), and the client CPU per request column is
 the client alone. ``--server thread`` runs ``splitter.sim.serve`` in a thread of this
-process instead, for comparison.
+process instead, for comparison; ``--server mock`` sends no HTTP at all: the client's httpx
+transport (``httpx.MockTransport``) answers every request with one canned completion, so
+all the CPU measured is the client's (openai, httpx, splitter), without sockets or a server
+competing for the cores: the steadiest figure of splitter's own cost on a loaded machine.
 
 After one warm-up round per arm, ``--rounds`` rounds are run, alternating which arm goes
 first. Reported per arm: median requests/s with its min-max spread and the median client
 CPU ms per request; then the ratio of the median throughputs splitter/raw (target >= 0.95)
 and splitter's own CPU microseconds per request: the median over rounds of the splitter
-round's client CPU minus that of the raw round run beside it, per request.
+round's client CPU minus that of the raw round run beside it, per request, and the same
+without the time either spent in the garbage collector.
 Each arm's time in the garbage collector is printed beside its CPU (median per round, per
-request; in brackets the part in full collections, whose cost grows with the whole heap).
+request; in brackets the part in full collections, whose cost grows with the whole heap)
+and its full collections in all rounds: which arm's round meets one depends on both
+arms' earlier rounds (a full collection runs once enough objects have survived two younger
+ones, counted since the last), so the sum over both arms is the figure to compare.
 The load average (``os.getloadavg()``) is printed before and after: on a shared machine,
 a busy neighbour moves both arms' CPU per request.
 ``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
@@ -85,6 +92,7 @@ class Round:
     cpu: float
     gc: float = 0.0
     gc_full: float = 0.0
+    full_collections: int = 0
 
 
 class GcTimer:
@@ -92,6 +100,7 @@ class GcTimer:
 
     def __init__(self) -> None:
         self.total = self.full = 0.0
+        self.full_count = 0
         self._began = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
@@ -102,6 +111,7 @@ class GcTimer:
         self.total += took
         if info["generation"] == 2:
             self.full += took
+            self.full_count += 1
 
     def __enter__(self) -> GcTimer:
         gc.callbacks.append(self)
@@ -123,6 +133,7 @@ class ArmResult:
     cpu_ms_per_request: float
     gc_us_per_request: float = 0.0  # median over rounds; of it, in full collections:
     gc_full_us_per_request: float = 0.0
+    full_collections: int = 0  # in all its rounds
 
 
 def _free_port() -> int:
@@ -174,10 +185,37 @@ def sim_process(args: list[str]) -> Iterator[str]:
             proc.wait()
 
 
+MOCK_URL = "http://mock.invalid/v1"
+_CANNED = json.dumps(
+    {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "2"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+    }
+).encode()
+
+
+async def _canned(request: Any) -> Any:
+    """``--server mock``: every request answered at once with the same completion (after
+    one pass of the event loop, as a reply read from a socket would be)."""
+    await anyio.sleep(0)
+    return http_module().Response(
+        200, content=_CANNED, headers={"content-type": "application/json"}
+    )
+
+
 @contextlib.contextmanager
 def sim_server(kind: str) -> Iterator[str]:
-    """The instant simulator over loopback HTTP, as a subprocess or in a thread here."""
-    if kind == "subprocess":
+    """The instant simulator over loopback HTTP, as a subprocess or in a thread here; or
+    no server (``mock``: the client's transport answers)."""
+    if kind == "mock":
+        yield MOCK_URL
+    elif kind == "subprocess":
         with subprocess_server() as url:
             yield url
     else:
@@ -191,6 +229,12 @@ def make_client(base_url: str, requests: int) -> openai.AsyncOpenAI:
     Idle connections are dropped after ``_KEEPALIVE`` seconds, before uvicorn's 5 s
     keep-alive can close one under a request (with ``max_retries=0``, a failed request).
     """
+    if base_url == MOCK_URL:
+        transport = http_module().MockTransport(_canned)
+        http_client = http_module().AsyncClient(transport=transport)
+        return openai.AsyncOpenAI(
+            base_url=base_url, api_key="sk-bench", max_retries=0, http_client=http_client
+        )
     size = max(requests, 256)
     limits = http_module().Limits(
         max_connections=size, max_keepalive_connections=size, keepalive_expiry=_KEEPALIVE
@@ -252,7 +296,9 @@ async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[R
                 with GcTimer() as collected:
                     wall = await arms[name](client, requests)
                 cpu = time.process_time() - cpu_started
-                results[name].append(Round(wall, cpu, collected.total, collected.full))
+                results[name].append(
+                    Round(wall, cpu, collected.total, collected.full, collected.full_count)
+                )
     return results
 
 
@@ -298,15 +344,22 @@ def summarize(name: str, rounds: Sequence[Round], requests: int) -> ArmResult:
     cpu_ms = statistics.median(r.cpu for r in rounds) / requests * 1000
     gc_us = statistics.median(r.gc for r in rounds) / requests * 1e6
     full_us = statistics.median(r.gc_full for r in rounds) / requests * 1e6
+    fulls = sum(r.full_collections for r in rounds)
     return ArmResult(
-        name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms, gc_us, full_us
+        name, rates, statistics.median(rates), min(rates), max(rates), cpu_ms, gc_us, full_us, fulls
     )
 
 
-def own_us_per_request(rounds: dict[str, list[Round]], requests: int) -> float:
+def own_us_per_request(
+    rounds: dict[str, list[Round]], requests: int, *, without_gc: bool = False
+) -> float:
     """Splitter's own client CPU per request, in microseconds: per round, the splitter arm's
-    CPU minus the raw arm's beside it (the same requests through the same client), median."""
-    diffs = [s.cpu - r.cpu for s, r in zip(rounds["splitter"], rounds["raw"], strict=True)]
+    CPU minus the raw arm's beside it (the same requests through the same client), median;
+    ``without_gc``: each arm's time in the garbage collector taken out first."""
+    diffs = [
+        (s.cpu - r.cpu) - ((s.gc - r.gc) if without_gc else 0.0)
+        for s, r in zip(rounds["splitter"], rounds["raw"], strict=True)
+    ]
     return statistics.median(diffs) / requests * 1e6
 
 
@@ -326,9 +379,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--server",
-        choices=("subprocess", "thread"),
+        choices=("subprocess", "thread", "mock"),
         default="subprocess",
-        help="where the simulator runs (default: a subprocess)",
+        help="where the simulator runs (default: a subprocess); mock: no HTTP, a canned reply",
     )
     return parser
 
@@ -353,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = summarize("splitter", rounds["splitter"], args.requests)
     ratio = split.median / raw.median
     own_us = own_us_per_request(rounds, args.requests)
+    own_no_gc = own_us_per_request(rounds, args.requests, without_gc=True)
     print(
         f"{args.requests} concurrent requests, {args.rounds} rounds per arm after 1 warm-up, "
         f"server: {args.server}"
@@ -360,16 +414,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{load_before} before, {load_after} after ({os.cpu_count()} CPUs)")
     print(
         f"{'arm':<10}{'median req/s':>14}{'min':>9}{'max':>9}{'client CPU ms/req':>20}"
-        f"{'GC us/req (full)':>18}"
+        f"{'GC us/req (full)':>18}{'full GCs':>10}"
     )
     for arm in (raw, split):
         print(
             f"{arm.name:<10}{arm.median:>14.1f}{arm.low:>9.1f}{arm.high:>9.1f}"
             f"{arm.cpu_ms_per_request:>20.2f}"
             f"{arm.gc_us_per_request:>11.0f} ({arm.gc_full_us_per_request:.0f})"
+            f"{arm.full_collections:>10}"
         )
     print(f"overhead: splitter/raw throughput = {ratio:.2f} (target >= {TARGET:.2f})")
-    print(f"splitter's own client CPU: {own_us:.0f} us per request (median of round pairs)")
+    print(
+        f"splitter's own client CPU: {own_us:.0f} us per request (median of round pairs); "
+        f"{own_no_gc:.0f} without the GC's time"
+    )
     if args.json is not None:
         payload: dict[str, Any] = {
             "requests": args.requests,
@@ -379,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "splitter": asdict(split),
             "ratio": ratio,
             "own_us_per_request": own_us,
+            "own_us_per_request_without_gc": own_no_gc,
             "target": TARGET,
             "load_before": load_before,
             "load_after": load_after,

@@ -5,6 +5,7 @@ does I/O; the clock is whatever the caller measured."""
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -41,12 +42,17 @@ class InFlightMeter:
 
     def __init__(self, slots: Iterable[int | None] = SLOT_CANDIDATES) -> None:
         self._caps = tuple(dict.fromkeys([*slots, None]))
+        # Each cap as a number (None: no cap, infinite), for ``_advance``.
+        self._limits = tuple(math.inf if cap is None else cap for cap in self._caps)
+        self._unlimited = self._caps.index(None)
         self._count = 0
-        self._areas = [0.0] * len(self._caps)  # integral of min(count, cap) over time
+        # integral of min(count, cap) over time (a tuple: a snapshot of it is itself)
+        self._areas = (0.0,) * len(self._caps)
         self._since = 0.0
         self._sent = 0
-        # token -> (sent at, areas then, tokens sent before it and still out then)
-        self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...]]] = {}
+        # token -> (sent at, areas then, tokens sent before it and still out then; None: its
+        # queue is not read, only the sequences beside it)
+        self._flights: dict[int, tuple[float, tuple[float, ...], tuple[int, ...] | None]] = {}
         self._returned: dict[int, tuple[float, tuple[float, ...]]] = {}  # token -> when, areas
         # token -> requests sent (``_sent``) when it returned: the later ones it was not ahead of
         self._sent_by_return: dict[int, int] = {}
@@ -60,16 +66,24 @@ class InFlightMeter:
 
     def _advance(self, now: float) -> None:
         elapsed = now - self._since
-        if elapsed > 0 and self._count:
-            for i, cap in enumerate(self._caps):
-                self._areas[i] += min(self._count, cap or self._count) * elapsed
-        self._since = max(self._since, now)
+        count = self._count
+        if elapsed > 0 and count:
+            self._areas = tuple(
+                [
+                    area + (count if count < cap else cap) * elapsed
+                    for area, cap in zip(self._areas, self._limits, strict=True)
+                ]
+            )
+        if now > self._since:
+            self._since = now
 
-    def start(self, now: float) -> int:
-        """Count a request in; returns the token to pass to :meth:`finish`."""
+    def start(self, now: float, *, read: bool = True) -> int:
+        """Count a request in; returns the token to pass to :meth:`finish`. ``read=False``:
+        its queue will not be read (:meth:`finish` gives only the "no limit" reading), so
+        the requests ahead of it, O(in flight), are not recorded."""
         self._advance(now)
         token = self._sent
-        self._flights[token] = (now, tuple(self._areas), tuple(self._flights))
+        self._flights[token] = (now, self._areas, tuple(self._flights) if read else None)
         self._sent += 1
         self._count += 1
         return token
@@ -80,6 +94,12 @@ class InFlightMeter:
         self._advance(now)
         started, start_areas, earlier = self._flights.pop(token)
         self._count -= 1
+        if earlier is None:  # not read: the sequences beside it, as "no limit" reads them
+            served = now - started
+            i = self._unlimited
+            running = (self._areas[i] - start_areas[i]) / served if served > 0 else 1.0
+            self._returned_at(token, now)
+            return {None: ((0.0, running),)}
         # When the requests sent before it returned, earliest first; those still out
         # return later than any of these.
         returned = self._returned
@@ -110,12 +130,16 @@ class InFlightMeter:
                 if reading not in readings:
                     readings.append(reading)
             view[cap] = tuple(readings)
-        snapshot = (now, tuple(self._areas))
+        self._returned_at(token, now)
+        return view
+
+    def _returned_at(self, token: int, now: float) -> None:
+        """Record when ``token`` returned, for the readings of the requests still out."""
+        snapshot = (now, self._areas)
         self._finished.append(snapshot)
         self._returned[token] = snapshot
         self._sent_by_return[token] = self._sent
         self._forget()
-        return view
 
     def _forget(self) -> None:
         """Drop return times no request still in flight can ask for.

@@ -72,6 +72,7 @@ class OpenAIBackend:
         readings: EngineReadings | None = None,
     ) -> None:
         self._client = client.with_options(max_retries=0)
+        self._is_async = isinstance(self._client, openai.AsyncOpenAI)
         _share_platform(client, self._client)
         self._threads = anyio.CapacityLimiter(max_threads)
         self._api = api
@@ -93,8 +94,11 @@ class OpenAIBackend:
             if kwargs is not None:
                 raw = await self._create(self._resource().with_raw_response.create, **kwargs)
             else:
-                create = self._client.chat.completions.with_raw_response.create
-                raw = await self._create(create, model=model, messages=messages, **params)
+                create: Callable[..., Any] = self._client.chat.completions.with_raw_response.create
+                if self._is_async:  # no coroutine of its own in between (issue #21)
+                    raw = await create(model=model, messages=messages, **params)
+                else:
+                    raw = await self._create(create, model=model, messages=messages, **params)
             completion = raw.parse()
         except openai.OpenAIError as exc:
             raise translate_error(exc) from exc
@@ -105,7 +109,9 @@ class OpenAIBackend:
             _remember_platform(self._client)
         if kwargs is None:
             extra = getattr(completion, "model_extra", None) or {}
-            await self._told(timings_of(extra.get("timings")))
+            timings = timings_of(extra.get("timings"))
+            if timings is not None:  # llama-server's; no coroutine for the others
+                await self._told(timings)
             return _reduce(completion, raw.headers, raw.request_id, elapsed)
         text, finish, usage = reply_of(completion, raw.request_id)
         return Completion(text, finish, usage, raw.request_id, raw.headers, elapsed)

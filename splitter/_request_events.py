@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenacity import RetryCallState
-
 from . import _clock
 from ._budget import Kind
 from ._events import (
@@ -20,6 +18,7 @@ from ._events import (
     status_of,
 )
 from ._questions import Usage
+from ._retry import Retry
 
 __all__ = ["RequestTold"]
 
@@ -76,16 +75,15 @@ class RequestTold:
             )
         )
 
-    def retry_scheduled(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
+    def retry_scheduled(self, retry: Retry) -> None:
+        exc, wait = retry.error, retry.wait
         self.events.emit(
             RetryScheduled(
                 batch=self.events.batch,
                 request=self.number,
                 indexes=self.indexes,
-                attempt=state.attempt_number,
-                error=error_kind(exc) if exc is not None else "unknown",
+                attempt=retry.attempt,
+                error=error_kind(exc),
                 status_code=status_of(exc),
                 wait=wait,
             )

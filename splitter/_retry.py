@@ -1,25 +1,24 @@
 """The single retry layer: which failures are worth another attempt, and how long to wait.
 
-tenacity does the looping; this module decides. A service-sent retry-after is obeyed
-exactly (no request goes out before it expires); otherwise the wait is jittered
-exponential backoff with a cap.
+:func:`call_with_retries` is the loop; :func:`next_wait` decides. A service-sent
+retry-after is obeyed exactly (no request goes out before it expires); otherwise the wait
+is jittered exponential backoff with a cap.
+
+The loop is a plain ``while``, not tenacity's (which this module used before issue #21):
+tenacity builds a retrying object, a call state and a future per request that refer to each
+other, so every request of a batch left a reference cycle (holding whatever its closures
+held, the batch's answers included) for the garbage collector's full collections to find;
+its per-attempt machinery also cost more than the few comparisons made here.
 """
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-)
-from tenacity.stop import stop_base
 
 from ._exceptions import (
     APIConnectionError,
@@ -30,7 +29,7 @@ from ._exceptions import (
 )
 from ._policy import RetryPolicy
 
-__all__ = ["fails_every_request", "is_retryable", "retrying"]
+__all__ = ["Retry", "call_with_retries", "fails_every_request", "is_retryable", "next_wait"]
 
 T = TypeVar("T")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -60,56 +59,47 @@ def fails_every_request(error: BaseException | None, attempts: int) -> bool:
     return connection and attempts <= 1
 
 
-def _retry_after(state: RetryCallState) -> float | None:
-    exc = state.outcome.exception() if state.outcome else None
-    return exc.retry_after if isinstance(exc, APIStatusError) else None
+def next_wait(policy: RetryPolicy, attempt: int, exc: BaseException) -> float | None:
+    """Seconds to wait before the attempt after ``attempt`` (counted from 1), which failed
+    with ``exc``; None to give up: ``exc`` is not worth another attempt, the attempts are
+    spent, or the service asks for a wait over ``max_retry_after``."""
+    if not is_retryable(exc) or attempt >= policy.max_attempts:
+        return None
+    told = exc.retry_after if isinstance(exc, APIStatusError) else None
+    if told is not None:
+        return told if told <= policy.max_retry_after else None
+    backoff = policy.initial_wait * 2 ** (attempt - 1)
+    return float(min(policy.max_wait, backoff) + random.uniform(0, policy.jitter))
 
 
-class _Wait:
-    def __init__(self, policy: RetryPolicy) -> None:
-        self._policy = policy
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A retry about to wait: the ``attempt`` that failed (from 1), its ``error`` and the
+    ``wait`` in seconds before the next."""
 
-    def __call__(self, state: RetryCallState) -> float:
-        told = _retry_after(state)
-        if told is not None:
-            return told
-        p = self._policy
-        backoff = p.initial_wait * 2 ** (state.attempt_number - 1)
-        return float(min(p.max_wait, backoff) + random.uniform(0, p.jitter))
+    attempt: int
+    error: BaseException
+    wait: float
 
 
-class _StopIfToldToWaitTooLong(stop_base):
-    def __init__(self, limit: float) -> None:
-        self._limit = limit
-
-    def __call__(self, state: RetryCallState) -> bool:
-        told = _retry_after(state)
-        return told is not None and told > self._limit
-
-
-def retrying(
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     *,
-    before_sleep: Callable[[RetryCallState], None] | None = None,
+    before_sleep: Callable[[Retry], None] | None = None,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-) -> AsyncRetrying:
-    """An ``async for attempt in retrying(...)`` loop built from ``policy``."""
-    stop, wait, retry = _strategies(policy)
-    return AsyncRetrying(
-        stop=stop,
-        wait=wait,
-        retry=retry,
-        sleep=sleep,
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _strategies(policy: RetryPolicy) -> tuple[stop_base, _Wait, retry_if_exception]:
-    """``policy``'s stop, wait and retry rules: stateless, so built once per policy rather
-    than once per request (issue #21)."""
-    stop = stop_after_attempt(policy.max_attempts) | _StopIfToldToWaitTooLong(
-        policy.max_retry_after
-    )
-    return stop, _Wait(policy), retry_if_exception(is_retryable)
+) -> T:
+    """``await call()`` until it returns; a failure ``policy`` retries is followed by
+    ``before_sleep`` and the wait, any other (or the last) is raised as it is."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call()
+        except BaseException as exc:
+            wait = next_wait(policy, attempt, exc)
+            if wait is None:
+                raise
+            if before_sleep is not None:
+                before_sleep(Retry(attempt, exc, wait))
+        await sleep(wait)

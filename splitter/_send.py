@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from tenacity import RetryCallState
 
 from . import _clock
 from ._budget import Budget, Kind, Reservation
@@ -34,7 +33,7 @@ from ._headers import parse_count
 from ._meter import Reading
 from ._openai import Completion
 from ._request_events import RequestTold
-from ._retry import retrying
+from ._retry import Retry, call_with_retries
 from ._run_state import RunState, Stopped
 from ._service_model import Observation
 from ._turns import Started
@@ -64,6 +63,7 @@ class Sender:
 
     def __init__(self, run: RunState) -> None:
         self.run = run
+        self._wired = False  # the budget's wire gate installed on the client (once a batch)
 
     async def send(
         self, out: Outgoing, *, asks: Sequence[int]
@@ -71,32 +71,22 @@ class Sender:
         """One logical request with its retries: the completion, or the final error, and
         the attempts made; ``asks`` are the questions it asks (for its events)."""
         run = self.run
-        attempts = 0
         request = None
         if run.events.detailed:
             indexes = tuple(run.positions[i] for i in asks)
             request = RequestTold(run.events, run.events.next_request(), indexes)
-
-        def before_sleep(state: RetryCallState) -> None:
-            run.counters.retries += 1
-            if request is not None:
-                request.retry_scheduled(state)
-
+        tries = _Tries(self, out, request)
         try:
             self._check_fits(out.reserve)
-            async for attempt in retrying(run.policy.retry, before_sleep=before_sleep):
-                with attempt:
-                    attempts += 1
-                    completion = await self._attempt(out, (request, attempts))
-                    return completion, attempts
+            completion = await call_with_retries(
+                tries.attempt, run.policy.retry, before_sleep=tries.before_sleep
+            )
         except Stopped as stopped:
             assert run.fatal is not None
-            return run.fatal, attempts if stopped.sent else attempts - 1
+            return run.fatal, tries.made if stopped.sent else tries.made - 1
         except SplitterError as exc:
-            return exc, attempts
-        raise AssertionError(
-            "unreachable: tenacity either returns or re-raises"
-        )  # pragma: no cover
+            return exc, tries.made
+        return completion, tries.made
 
     def _check_fits(self, reserve: int) -> None:
         cap = self.run.token_capacity
@@ -106,9 +96,11 @@ class Sender:
                 f"token budget of {cap:.0f}; lower max_tokens or shorten the question"
             )
 
-    async def _attempt(self, out: Outgoing, told: tuple[RequestTold | None, int]) -> Completion:
-        """One attempt; ``told`` is the request its events name (None: no one listens) and
-        the attempt's number."""
+    async def _attempt(
+        self, out: Outgoing, request: RequestTold | None, attempt: int
+    ) -> Completion:
+        """Attempt number ``attempt``; ``request`` is the request its events name (None: no
+        one listens)."""
         run = self.run
         reserve, started, streamed = out.reserve, out.started, out.streamed
         shown = self._shown(streamed)
@@ -132,7 +124,6 @@ class Sender:
             if started is not None:
                 started.fire()
             # Every attempt, retries included, waits for its own place in the budget.
-            request, attempt = told
             on_wait = None if request is None else request.rate_wait
             reservation = await budget.acquire(reserve, on_wait) if budget is not None else None
             run.claim.booked(reserve)
@@ -144,11 +135,14 @@ class Sender:
             if request is not None:
                 request.started(attempt, reserve)
             sent_at = _clock.now()
-            token = run.endpoint.meter.start(sent_at)
+            fit = run.endpoint.service.sample()  # its queue read and learned from
+            token = run.endpoint.meter.start(sent_at, read=fit)
             gate = None
             if budget is not None and reservation is not None:
                 # The budget's last gate, just before the HTTP write (see _budget._wire).
-                wire.install(getattr(run.backend, "_client", None))
+                if not self._wired:
+                    wire.install(getattr(run.backend, "_client", None))
+                    self._wired = True
                 gate = functools.partial(budget.depart, reservation)
             try:
                 with wire.departing(gate):
@@ -169,7 +163,7 @@ class Sender:
         if budget is not None and reservation is not None:
             used = completion.usage.total_tokens
             await budget.settle(reservation, completion.headers, used_tokens=used)
-        self._learn(completion, shared, sent_at)
+        self._learn(completion, shared, sent_at, fit)
         return completion
 
     async def _failed(
@@ -216,8 +210,11 @@ class Sender:
         try:
             if timeout is None:  # no cancel scope to open and close per request
                 return await self._call(messages, params, streamed)
-            with anyio.fail_after(timeout):
+            # As anyio.fail_after, without its two generator-based context managers per
+            # request: only the deadline cancels this scope, and it then returns here.
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout):
                 return await self._call(messages, params, streamed)
+            raise TimeoutError
         except TimeoutError as exc:
             concurrency.on_overload()
             limit = math.inf if timeout is None else timeout
@@ -286,6 +283,7 @@ class Sender:
         completion: Completion,
         shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
+        fit: bool,
     ) -> None:
         endpoint = self.run.endpoint
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -300,8 +298,29 @@ class Sender:
                 started=sent_at,
                 idle=endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
+                fit=fit,
             )
         )
+
+
+class _Tries:
+    """One logical request's attempts, as the retry loop makes and tells them (a plain
+    object rather than closures: fewer objects alive per request in flight)."""
+
+    __slots__ = ("made", "out", "request", "sender")
+
+    def __init__(self, sender: Sender, out: Outgoing, request: RequestTold | None) -> None:
+        self.sender, self.out, self.request = sender, out, request
+        self.made = 0
+
+    async def attempt(self) -> Completion:
+        self.made += 1
+        return await self.sender._attempt(self.out, self.request, self.made)
+
+    def before_sleep(self, retry: Retry) -> None:
+        self.sender.run.counters.retries += 1
+        if self.request is not None:
+            self.request.retry_scheduled(retry)
 
 
 def _first_then(event: anyio.Event, deliver: Callable[[str], None], text: str) -> None:

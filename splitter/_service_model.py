@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
-from ._service_fit import _DECAY, FEATURES, Theta, _dot, _Fit
+from ._service_fit import _DECAY, _SETTLED, FEATURES, Theta, _dot, _Fit
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
 
@@ -58,6 +58,7 @@ _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 _SCORED_FIRST = 4
 _SCORE_EVERY = 4
 _PENDING_EPISODES = 4  # episodes whose replay may wait until the slot count is read
+_FIT_EVERY = 4  # once settled, one response in this many is folded into the fits (sample)
 
 
 class ServicePrior(BaseModel):
@@ -111,6 +112,9 @@ class Observation:
     queue: Mapping[int | None, tuple[Reading, ...]] | None = None
     started: float | None = None  # when it was sent, on the caller's clock
     idle: bool = False  # nothing else was in flight to this service when it returned
+    # Folded into the fits (False: one :meth:`ServiceModel.sample` left out; its queue was
+    # not read, and it counts only in the episode replayed to score the slot counts).
+    fit: bool = True
 
 
 class ServiceModel:
@@ -125,7 +129,8 @@ class ServiceModel:
         self._fit_includes_rtt: bool | None = None
         self._log_ratio = 0.0  # decayed sum of log(measured / prior-predicted)
         self._ratio_weight = 0.0
-        self.observations = 0
+        self.observations = 0  # folded into the fits
+        self._sampled = 0  # responses :meth:`sample` was asked about
         # What the endpoint's budget learned about its rate limits (Splitter.service_model
         # fills it in), so a saved model starts a new process knowing them too.
         self.limits: dict[str, Any] = {}
@@ -140,6 +145,15 @@ class ServiceModel:
         # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
         self._cached_time = [0.0, 0.0]
 
+    def sample(self) -> bool:
+        """Whether the response to a request about to be sent is to be folded into the fits
+        (and its queue read by the meter): every one until the fits have ``_SETTLED``
+        observations, then one in ``_FIT_EVERY`` (issue #21: reading the queue and updating
+        every candidate's fit was the largest part of splitter's own CPU per request).
+        Every response still counts in the episodes replayed to score the slot counts."""
+        self._sampled += 1
+        return self.observations < _SETTLED or self._sampled % _FIT_EVERY == 0
+
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
         self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency)
@@ -150,6 +164,20 @@ class ServiceModel:
             self._fit_includes_rtt = includes_rtt
         if includes_rtt != self._fit_includes_rtt:
             return  # one fit per target; a service reports processing time always or never
+        fresh = obs.input_tokens - obs.cached_tokens  # a cached prefix is priced apart
+        if obs.fit:
+            self._fold(obs, includes_rtt, fresh)
+        if obs.started is not None:
+            self._episode.append((obs.started, obs.latency, fresh, obs.output_tokens))
+            if obs.idle or len(self._episode) >= _EPISODE_CAP:
+                self._episodes += 1
+                if self._episodes <= _SCORED_FIRST or self._episodes % _SCORE_EVERY == 0:
+                    self._score_slots()
+                else:
+                    self._episode = []
+
+    def _fold(self, obs: Observation, includes_rtt: bool, fresh: int) -> None:
+        """Fold ``obs`` into the speed ratio, the cache's cost and every candidate's fit."""
         target = obs.latency if includes_rtt else float(obs.processing or 0.0)
         if not includes_rtt:
             self._rtt_sum = self._rtt_sum * _DECAY + max(0.0, obs.latency - target)
@@ -157,7 +185,6 @@ class ServiceModel:
         queue = obs.queue or {}
         rtt = self._rtt_sum / self._rtt_weight if self._rtt_weight else 0.0
         no_limit = queue.get(None, ((0.0, obs.concurrency),))[0]
-        fresh = obs.input_tokens - obs.cached_tokens  # a cached prefix is priced apart
         if obs.cached_tokens > 0:
             self._learn_cached(obs, target, no_limit[1])
         extra = no_limit[1] - 1
@@ -186,14 +213,6 @@ class ServiceModel:
             fit.add(float(fresh), float(obs.output_tokens), served[0][1], served[0][0])
         self.observations += 1
         self._cached = None
-        if obs.started is not None:
-            self._episode.append((obs.started, obs.latency, fresh, obs.output_tokens))
-            if obs.idle or len(self._episode) >= _EPISODE_CAP:
-                self._episodes += 1
-                if self._episodes <= _SCORED_FIRST or self._episodes % _SCORE_EVERY == 0:
-                    self._score_slots()
-                else:
-                    self._episode = []
 
     def _learn_cached(self, obs: Observation, target: float, running: float) -> None:
         """What a cached prompt token costs: the time the model (before this response)

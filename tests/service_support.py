@@ -18,11 +18,16 @@ def observe_burst(
     finishes: Sequence[float],
     t0: float = 0.0,
     after_each: Callable[[], object] | None = None,
+    *,
+    sampled: bool = False,
 ) -> None:
     """Request k (``prompt`` tokens in, ``outputs[k]`` out) started on ``meter`` at
     ``t0 + starts[k]`` and observed by ``model`` at ``t0 + finishes[k]``, in the order they
-    finish; ``after_each`` runs after every observation."""
-    tokens = [meter.start(t0 + s) for s in starts]
+    finish; ``after_each`` runs after every observation. ``sampled``: as the sender does,
+    the model chooses (:meth:`ServiceModel.sample`) which responses' queues are read and
+    fitted; otherwise every one is."""
+    fits = [model.sample() if sampled else True for _ in starts]
+    tokens = [meter.start(t0 + s, read=fit) for s, fit in zip(starts, fits, strict=True)]
     for k in sorted(range(len(starts)), key=lambda k: finishes[k]):
         shared = meter.finish(tokens[k], t0 + finishes[k])
         model.observe(
@@ -34,6 +39,7 @@ def observe_burst(
                 queue=shared,
                 started=t0 + starts[k],
                 idle=meter.in_flight == 0,
+                fit=fits[k],
             )
         )
         if after_each is not None:

@@ -14,7 +14,7 @@ from splitter import (
     RetryPolicy,
     ServerError,
 )
-from splitter._retry import is_retryable, retrying
+from splitter._retry import call_with_retries, is_retryable
 
 pytestmark = pytest.mark.anyio
 
@@ -50,11 +50,14 @@ async def _run(errors: list[BaseException], policy: RetryPolicy) -> tuple[int, l
         slept.append(seconds)
 
     calls = 0
-    async for attempt in retrying(policy, sleep=fake_sleep):
-        with attempt:
-            calls += 1
-            if errors:
-                raise errors.pop(0)
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        if errors:
+            raise errors.pop(0)
+
+    await call_with_retries(call, policy, sleep=fake_sleep)
     return calls, slept
 
 

@@ -26,7 +26,7 @@ from .._estimate import count_tokens
 from .._exceptions import APIStatusError, QuotaExceededError, RateLimitError, SplitterError
 from .._openai import translate_error
 from .._policy import RetryPolicy
-from .._retry import retrying
+from .._retry import call_with_retries
 
 __all__ = ["remember_headers", "send"]
 
@@ -64,15 +64,13 @@ async def send(
     found = endpoint(model) if isinstance(model, str) and model else None
     reserve = _reserve(body, str(options.url), found, str(model)) if found is not None else 0
     try:
-        async for attempt in retrying(retry):
-            with attempt:
-                return await _attempt(call, options, found, reserve)
+        return await call_with_retries(
+            functools.partial(_attempt, call, options, found, reserve), retry
+        )
     except SplitterError as exc:
         if not isinstance(exc.__cause__, openai.OpenAIError):
             raise
         failure = exc.__cause__
-    else:  # pragma: no cover
-        raise AssertionError("unreachable: tenacity returns or re-raises")
     # The caller wrote openai code: it gets openai's exception, as it would have (raised
     # out here so that it is not chained to splitter's translation of it).
     raise failure

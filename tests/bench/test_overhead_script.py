@@ -39,3 +39,19 @@ def test_overhead_script_profiles_splitters_own_functions(run_bench: RunBench) -
     proc = run_bench("overhead.py", "--requests", "16", "--profile", "1")
     assert "splitter's own functions:" in proc.stdout, proc.stdout
     assert "_send.py:" in proc.stdout
+
+
+def test_overhead_script_runs_without_a_server(tmp_path: Path, run_bench: RunBench) -> None:
+    """``--server mock`` answers from the client's transport: both arms' requests all
+    succeed, and the JSON holds splitter's own CPU without the collector's time and each
+    arm's full collections."""
+    out = tmp_path / "overhead.json"
+    proc = run_bench(
+        "overhead.py", "--server", "mock", "--requests", "16", "--rounds", "2", "--json", str(out)
+    )
+    assert "server: mock" in proc.stdout, proc.stdout
+    saved = json.loads(out.read_text())
+    assert saved["server"] == "mock"
+    assert "own_us_per_request_without_gc" in saved
+    assert saved["raw"]["full_collections"] >= 0
+    assert "without the GC's time" in proc.stdout
