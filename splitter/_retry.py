@@ -1,24 +1,30 @@
 """The single retry layer: which failures are worth another attempt, and how long to wait.
 
-:func:`call_with_retries` is the loop; :func:`next_wait` decides. A service-sent
+:func:`call_with_retries` is the loop; :func:`next_wait` decides, with tenacity's
+composable rules built once per policy (stop after ``max_attempts`` or when told to wait
+longer than ``max_retry_after``; retry what :func:`is_retryable` accepts). A service-sent
 retry-after is obeyed exactly (no request goes out before it expires); otherwise the wait
 is jittered exponential backoff with a cap.
 
-The loop is a plain ``while``, not tenacity's (which this module used before issue #21):
-tenacity builds a retrying object, a call state and a future per request that refer to each
+The loop is a plain ``while``, not tenacity's ``AsyncRetrying`` (used before issue #21):
+that builds a retrying object, a call state and a future per request that refer to each
 other, so every request of a batch left a reference cycle (holding whatever its closures
-held, the batch's answers included) for the garbage collector's full collections to find;
-its per-attempt machinery also cost more than the few comparisons made here.
+held, the batch's answers included) for the garbage collector's full collections to find.
+Here a call state is made only for a failed attempt, for the rules to read, and dropped.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
+from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.retry import retry_base
+from tenacity.stop import stop_base
 
 from ._exceptions import (
     APIConnectionError,
@@ -59,17 +65,55 @@ def fails_every_request(error: BaseException | None, attempts: int) -> bool:
     return connection and attempts <= 1
 
 
+def _retry_after(state: RetryCallState) -> float | None:
+    exc = state.outcome.exception() if state.outcome else None
+    return exc.retry_after if isinstance(exc, APIStatusError) else None
+
+
+class _Wait:
+    """The told retry-after, else jittered exponential backoff capped at ``max_wait``."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+
+    def __call__(self, state: RetryCallState) -> float:
+        told = _retry_after(state)
+        if told is not None:
+            return told
+        p = self._policy
+        backoff = p.initial_wait * 2 ** (state.attempt_number - 1)
+        return float(min(p.max_wait, backoff) + random.uniform(0, p.jitter))
+
+
+class _StopIfToldToWaitTooLong(stop_base):
+    def __init__(self, limit: float) -> None:
+        self._limit = limit
+
+    def __call__(self, state: RetryCallState) -> bool:
+        told = _retry_after(state)
+        return told is not None and told > self._limit
+
+
+@functools.lru_cache(maxsize=64)
+def _rules(policy: RetryPolicy) -> tuple[stop_base, _Wait, retry_base]:
+    """``policy``'s stop, wait and retry rules: stateless, so built once per policy."""
+    stop = stop_after_attempt(policy.max_attempts) | _StopIfToldToWaitTooLong(
+        policy.max_retry_after
+    )
+    return stop, _Wait(policy), retry_if_exception(is_retryable)
+
+
 def next_wait(policy: RetryPolicy, attempt: int, exc: BaseException) -> float | None:
     """Seconds to wait before the attempt after ``attempt`` (counted from 1), which failed
     with ``exc``; None to give up: ``exc`` is not worth another attempt, the attempts are
     spent, or the service asks for a wait over ``max_retry_after``."""
-    if not is_retryable(exc) or attempt >= policy.max_attempts:
+    stop, wait, retry = _rules(policy)
+    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]  # no retrying object
+    state.attempt_number = attempt
+    state.set_exception((type(exc), exc, exc.__traceback__))
+    if not retry(state) or stop(state):
         return None
-    told = exc.retry_after if isinstance(exc, APIStatusError) else None
-    if told is not None:
-        return told if told <= policy.max_retry_after else None
-    backoff = policy.initial_wait * 2 ** (attempt - 1)
-    return float(min(policy.max_wait, backoff) + random.uniform(0, policy.jitter))
+    return wait(state)
 
 
 @dataclass(frozen=True, slots=True)
