@@ -137,7 +137,7 @@ class Account:
             limit.level, limit.at = min(limit.pacer_level(now), 1.0), now
         self.requests.take(1, now)
         self.tokens.take(tokens, now)
-        self.probe.take(now, spaced_at_wire=self.departed is not None)
+        self.probe.take(now)
         if self.started is None:
             self.started = now
         self.last_sent = now

@@ -32,8 +32,6 @@ _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from
 _HELD_FULL = 2  # accepted in a row after a 429 (the limiter full): the pace is about the limit
 _RECENT_SENDS = 8
 _FIRST_STEP = 0.1  # the first climb above a rate known to hold: 10% higher, then 20%, 40%...
-_CATCH_UP = 0.1  # a booking this part of an interval late keeps the schedule (wire spaced)
-_CATCH_UP_MOST = 0.005  # ... and at most this many seconds late
 
 
 @dataclass(slots=True)
@@ -68,21 +66,12 @@ class Probe:
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
 
-    def take(self, now: float, *, spaced_at_wire: bool = False) -> None:
-        """Book a send at ``now``. ``spaced_at_wire``: the real sends are spaced at the
-        wire too (see ``Account.interval``), so the booking may keep its own schedule."""
+    def take(self, now: float) -> None:
         self.sends = [*self.sends[-(_RECENT_SENDS - 1) :], now]
         if self.rate is None:
             return
-        interval = 1 / self.rate
-        if spaced_at_wire and 0 < now - self.tat <= min(_CATCH_UP * interval, _CATCH_UP_MOST):
-            # Woken a little late (a timer's millisecond, a busy loop): the next booking
-            # stays on schedule, as the gate at the wire keeps the real sends an interval
-            # apart. Compounded, 1.5 ms a request lost 3% of a 20 r/s limit.
-            self.tat += interval
-        else:
-            # No catching up after a late send: a leaky bucket with no burst counts spacing.
-            self.tat = max(self.tat, now) + interval
+        # No catching up after a late send: a leaky bucket with no burst counts spacing.
+        self.tat = max(self.tat, now) + 1 / self.rate
         self.count += 1
 
     def accepted(self, sent_at: float, now: float) -> None:
