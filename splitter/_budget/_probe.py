@@ -159,7 +159,7 @@ class Probe:
             # while the limiter was full or slow start showed it lends nothing, the limit
             # met exactly (a send a few ms early). (One a climb's step above the floor only
             # says the limit lies in between.) Halved there, a floor slow start measured a
-            # hair over a 20 r/s limit cost 1.2 s of climbing back from 10.
+            # hair over a 20 r/s limit cost 1.5 s of climbing back from 10.
             if held_when_full or self.no_burst:  # at the rate the recent requests really went
                 paced = _mean_rate(self.sends, sent_at, after=refused_before)
                 self.low = min(self.high, paced if held_when_full else math.inf) / CLOSE_ENOUGH

@@ -376,7 +376,7 @@ async def test_a_429_at_slow_starts_floor_with_no_burst_cuts_a_little() -> None:
     limiter that lends nothing), and the pace at that floor is refused before two requests
     held at it: the limit was met exactly, so the floor goes a margin under it, not to
     half (regression: a floor measured a hair over a 20 r/s limit, at the wire of four
-    processes, was halved to 10 and the climb back cost 1.2 s of a 10 s run)."""
+    processes, was halved to 10 and the climb back cost 1.5 s of a 10 s run)."""
     clock = Clock()
     budget = _budget(clock, slow_start=False)
     probe = budget.account.probe
