@@ -60,6 +60,8 @@ class Probe:
     # Requests slow start had through before its first 429 when they came faster than the
     # limit allows (0: none seen): a burst allowance at most this deep.
     burst: int = 0
+    # Slow start's first 429 was bracketed: the limiter lent nothing faster than its rate.
+    no_burst: bool = False
 
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
@@ -146,6 +148,7 @@ class Probe:
             self.high, self.paced_high = too_fast, self.rate is not None or told is not None
         bracket = self._bracket(too_fast) if self.rate is None else 0.0
         self.bracketed = bracket > 0
+        self.no_burst = self.no_burst or self.bracketed
         if self.rate is None and not self.bracketed and self.accepted_rates:
             self.burst = accepted
         if self.bracketed:
@@ -153,11 +156,13 @@ class Probe:
             self.paced_high = True  # measured against a floor: no mere guess
         if self.high <= self.low:
             # A 429 at a rate that had held: a burst allowance running out, or, if it held
-            # while the limiter was full, the limit met exactly. (One a climb's step above
-            # the floor only says the limit lies in between.)
-            if held_when_full:  # at the rate the recent requests really went
+            # while the limiter was full or slow start showed it lends nothing, the limit
+            # met exactly (a send a few ms early). (One a climb's step above the floor only
+            # says the limit lies in between.) Halved there, a floor slow start measured a
+            # hair over a 20 r/s limit cost 1.5 s of climbing back from 10.
+            if held_when_full or self.no_burst:  # at the rate the recent requests really went
                 paced = _mean_rate(self.sends, sent_at, after=refused_before)
-                self.low = min(self.high, paced) / CLOSE_ENOUGH
+                self.low = min(self.high, paced if held_when_full else math.inf) / CLOSE_ENOUGH
             else:
                 self.low = self.high * FIRST_CUT
         self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))

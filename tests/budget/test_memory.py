@@ -371,6 +371,30 @@ async def test_a_429_at_a_pace_that_held_while_the_limiter_was_full_cuts_a_littl
     assert probe.rate == pytest.approx(probe.low)
 
 
+async def test_a_429_at_slow_starts_floor_with_no_burst_cuts_a_little() -> None:
+    """Slow start's first 429 was bracketed (accepted at 20 a second, refused at 44: a
+    limiter that lends nothing), and the pace at that floor is refused before two requests
+    held at it: the limit was met exactly, so the floor goes a margin under it, not to
+    half (regression: a floor measured a hair over a 20 r/s limit, at the wire of four
+    processes, was halved to 10 and the climb back cost 1.5 s of a 10 s run)."""
+    clock = Clock()
+    budget = _budget(clock, slow_start=False)
+    probe = budget.account.probe
+    sent = []
+    for at in (0.0, 0.1, 0.15, 0.1725):
+        clock.now = START + at
+        sent.append(await budget.acquire(1))
+    for reservation in sent[:3]:
+        await budget.settle(reservation, {})  # the third 0.05 s after the second
+    await _rejected(budget, sent[3])  # refused 0.0225 s after the third
+    assert (probe.low, probe.rate) == (pytest.approx(20.0), pytest.approx(20.0))
+    await budget.settle(await budget.acquire(1), {})  # one accepted at the pace
+    await _rejected(budget, await budget.acquire(1))  # and the next refused at it
+    assert probe.high == pytest.approx(20.0)
+    assert probe.low == pytest.approx(20.0 / CLOSE_ENOUGH)
+    assert probe.rate == pytest.approx(probe.low)
+
+
 async def test_a_refused_burst_bounds_no_rate_and_the_search_climbs_from_a_guess() -> None:
     """Sent together (no slow start), requests refused say nothing of the rate the service
     takes: the pace starts at a guess (10 a second) with no ceiling, and climbs while it

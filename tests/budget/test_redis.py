@@ -327,3 +327,38 @@ async def test_one_waiter_per_process_looks_at_the_shared_account(
     client.close()
     looks = stats["cmdstat_get"]["calls"]
     assert looks <= 4 * booked, f"{looks} looks at the account for {booked} requests"
+
+
+async def test_the_pace_is_kept_at_the_wire_between_processes(redis_server: RedisServer) -> None:
+    """Two processes' requests, booked at the shared pace, leave at least one interval
+    apart at the wire too: one that leaves on time after another's late send waits for it.
+    Regression: each process spaced only its own sends, so bookings 55-60 ms apart left
+    48 ms apart, a leaky bucket with no burst refused them, and four processes' search
+    settled at 0.72 of its rate. The pace here is one request in 30 s and the wait is
+    cut after 0.5 s: the test learns that it waited without sitting it out."""
+    first, second = _budget(redis_server), _budget(redis_server)
+    booked = [await first.acquire(1), await second.acquire(1)]  # slow start: 0.1 s apart
+    learned = {"probe": {"rate": 1 / 30, "low": 1 / 30, "high": 1 / 20}}
+    first.teach(learned)
+    second.teach(learned)  # each process's copy of the account now has the pace
+    await first.depart(booked[0])  # the first goes (late: after the other's booking)
+    departed = False
+    with anyio.move_on_after(0.5):
+        await second.depart(booked[1])
+        departed = True
+    assert not departed, "the other process's request left right behind the first"
+
+
+async def test_an_unpaced_send_asks_redis_nothing(redis_server: RedisServer) -> None:
+    """Where no pace is in force (the headers tell the room, and nothing was refused), the
+    gate at the wire costs no round trip to Redis."""
+    budget = _budget(redis_server)
+    await _settle(budget, HEADERS)  # 599 of 600 left: no pace, no slow start
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_resetstat()
+    for _ in range(3):
+        await budget.depart(await budget.acquire(1))
+    stats = client.info("commandstats")
+    client.close()
+    assert "cmdstat_eval" not in stats
+    assert stats["cmdstat_get"]["calls"] >= 3  # the bookings did reach Redis
