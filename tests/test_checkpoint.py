@@ -60,7 +60,9 @@ def test_a_run_killed_with_sigkill_resumes_to_every_id_answered_exactly_once(
     kill during a write would); the rerun skips what was written and answers the rest."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
     questions = write_questions(questions_file, 240, tokens=40)
-    service = SimService("gpt-4o-mini", time_scale=0.05)
+    # At half scale (about 0.4 s a request) the signal comes mid-run however slowly a
+    # loaded machine lets this test poll; the rest then goes at a 10th of that pace.
+    service = SimService("gpt-4o-mini", time_scale=0.5)
     with serve(service) as base_url:
         command = [SPLITTER, "run", str(questions_file), "--out", str(out), "--model", "m"]
         command += ["--base-url", base_url, "--concurrency", "4", "--window", "16"]
@@ -72,6 +74,7 @@ def test_a_run_killed_with_sigkill_resumes_to_every_id_answered_exactly_once(
         ):
             time.sleep(0.02)
         first.send_signal(signal.SIGKILL)
+        service.time_scale = 0.05
         first.wait(timeout=30)
         assert first.stderr is not None
         first.stderr.close()

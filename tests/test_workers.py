@@ -98,7 +98,9 @@ def test_a_worker_killed_with_sigkill_fails_the_run_and_a_rerun_completes_it(
     first run had written."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
     questions = write_questions(questions_file, 240, tokens=40)
-    service = SimService("gpt-4o-mini", time_scale=0.05)
+    # At half scale (about 0.4 s a request) the signal comes mid-run however slowly a
+    # loaded machine lets this test poll; the rest then goes at a 10th of that pace.
+    service = SimService("gpt-4o-mini", time_scale=0.5)
     with serve(service) as base_url:
         command = run_command(questions_file, out, base_url, "--workers", "2")
         command += ["--concurrency", "8", "--window", "16"]
@@ -111,6 +113,7 @@ def test_a_worker_killed_with_sigkill_fails_the_run_and_a_rerun_completes_it(
         children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
         assert len(children) == 2, children
         os.kill(int(children[0]), signal.SIGKILL)
+        service.time_scale = 0.05
         _, stderr = parent.communicate(timeout=120)
         assert parent.returncode == 1, stderr
         assert re.search(r"worker [12] of 2 was killed by SIGKILL", stderr)
@@ -225,7 +228,9 @@ def test_ctrl_c_stops_the_workers_and_says_how_to_resume(tmp_path: Path) -> None
     far counted and kept, no part file left; the printed command resumes to every id once."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
     questions = write_questions(questions_file, 240, tokens=40)
-    service = SimService("gpt-4o-mini", time_scale=0.05)
+    # At half scale (about 0.4 s a request) the signal comes mid-run however slowly a
+    # loaded machine lets this test poll; the rest then goes at a 10th of that pace.
+    service = SimService("gpt-4o-mini", time_scale=0.5)
     with serve(service) as base_url:
         command = run_command(questions_file, out, base_url, "--workers", "2")
         command += ["--concurrency", "8", "--window", "16"]
@@ -236,6 +241,7 @@ def test_ctrl_c_stops_the_workers_and_says_how_to_resume(tmp_path: Path) -> None
         ):
             time.sleep(0.02)
         parent.send_signal(signal.SIGINT)
+        service.time_scale = 0.05
         _, stderr = parent.communicate(timeout=120)
         assert parent.returncode == 130, stderr
         written = read_answers(out)
@@ -265,7 +271,9 @@ def test_a_parent_killed_with_sigkill_leaves_parts_that_the_rerun_folds_in(
     folds them in and answers the rest, each id once."""
     questions_file, out = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
     questions = write_questions(questions_file, 240, tokens=40)
-    service = SimService("gpt-4o-mini", time_scale=0.05)
+    # At half scale (about 0.4 s a request) the signal comes mid-run however slowly a
+    # loaded machine lets this test poll; the rest then goes at a 10th of that pace.
+    service = SimService("gpt-4o-mini", time_scale=0.5)
     with serve(service) as base_url:
         command = run_command(questions_file, out, base_url, "--workers", "2")
         command += ["--concurrency", "8", "--window", "16"]
@@ -277,6 +285,7 @@ def test_a_parent_killed_with_sigkill_leaves_parts_that_the_rerun_folds_in(
             time.sleep(0.02)
         children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
         parent.kill()
+        service.time_scale = 0.05
         parent.wait(timeout=30)
         deadline = time.monotonic() + 60
         while not all(_gone(int(pid)) for pid in children) and time.monotonic() < deadline:

@@ -117,9 +117,10 @@ class Engine:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         self.profile = profile
-        self.time_scale = time_scale
         self._clock = clock
-        self._origin = clock()
+        # (real origin, time_scale) in one tuple: a rescale from another thread (a test
+        # beside a server) swaps both at once, so no reading mixes an old and a new one.
+        self._pace = (clock(), time_scale)
         self._sim_now = 0.0
         self._queue: deque[Sequence] = deque()
         self._prefilling: list[Sequence] = []
@@ -133,7 +134,21 @@ class Engine:
 
     def now(self) -> float:
         """Current simulated time, in seconds since the engine was made."""
-        return (self._clock() - self._origin) / self.time_scale
+        origin, time_scale = self._pace
+        return (self._clock() - origin) / time_scale
+
+    @property
+    def time_scale(self) -> float:
+        """Real seconds per simulated second."""
+        return self._pace[1]
+
+    def rescale(self, time_scale: float) -> None:
+        """Run on at ``time_scale`` real seconds per simulated second from now: simulated
+        time goes on from where it is. A wait already begun ends at its old pace and then
+        re-reckons."""
+        if time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        self._pace = (self._clock() - self.now() * time_scale, time_scale)
 
     def advance(self) -> None:
         """Bring the state up to the clock's present."""

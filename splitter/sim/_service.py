@@ -119,7 +119,6 @@ class SimService:
         if default_answer_tokens < 1:
             raise ValueError("default_answer_tokens must be at least 1")
         self.profile = profile
-        self.time_scale = time_scale
         self.limits = limits or SimLimits()
         self.faults = faults or Faults()
         self.default_answer_tokens = default_answer_tokens
@@ -138,6 +137,16 @@ class SimService:
         self.asgi_app: ASGIApp = make_asgi_app(self)
         #: The in-process door's base URL (``serve()`` yields the loopback one).
         self.base_url = _BASE_URL.format(next(_instances))
+
+    @property
+    def time_scale(self) -> float:
+        """Real seconds per simulated second. Settable: simulated time goes on from where it
+        is at the new pace, so one server can serve a slow first run and a fast rerun."""
+        return self._engine.time_scale
+
+    @time_scale.setter
+    def time_scale(self, time_scale: float) -> None:
+        self._engine.rescale(time_scale)
 
     # -- doors ----------------------------------------------------------------------------
 

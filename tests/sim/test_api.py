@@ -196,3 +196,14 @@ async def test_token_limit_refuses_by_tokens(open_client: OpenClient) -> None:
     body = refused.value.body
     assert isinstance(body, dict)
     assert json.dumps(body)  # a plain JSON object, as openai decoded it
+
+
+def test_a_service_time_scale_set_while_it_serves_is_the_engines_pace() -> None:
+    """The setter is the engine's rescale: read back as set; a scale that is not positive
+    is refused with the field named, and the old pace kept."""
+    service = SimService(time_scale=1.0)
+    service.time_scale = 0.05
+    assert service.time_scale == 0.05
+    with pytest.raises(ValueError, match="time_scale must be positive"):
+        service.time_scale = -1
+    assert service.time_scale == 0.05

@@ -188,6 +188,24 @@ def test_engine_release_frees_the_slot() -> None:
     assert second.done_at == pytest.approx(3 + 1 + 1.0)
 
 
+def test_a_new_time_scale_runs_on_from_the_same_simulated_moment() -> None:
+    """Rescaled mid-run, simulated time does not jump: a sequence half done at scale 1
+    finishes the rest at the new pace; a scale that is not positive is refused."""
+    clock = FakeClock()
+    engine = _engine("serial", clock)  # one decoder alone: 50 tokens/s after 0.05 s prefill
+    seq = engine.submit(0, 100)
+    clock.t += 0.05 + 1.0
+    engine.advance()
+    assert seq.tokens == 50
+    engine.rescale(0.1)
+    assert engine.now() == pytest.approx(1.05)
+    clock.t += 0.1  # one simulated second at the new pace
+    engine.advance()
+    assert seq.done_at == pytest.approx(2.05)
+    with pytest.raises(ValueError, match="time_scale must be positive"):
+        engine.rescale(0)
+
+
 def test_instant_profile_finishes_on_submit() -> None:
     """With zero times a sequence is done the moment it is submitted."""
     engine = _engine("instant", FakeClock())
