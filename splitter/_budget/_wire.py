@@ -26,18 +26,38 @@ from typing import Any
 __all__ = ["departing", "install"]
 
 Gate = Callable[[], Awaitable[None]]
-_gate: ContextVar[Gate | None] = ContextVar("splitter_wire_gate", default=None)
 _HOOKED = "_splitter_wire_hook"
+
+
+class _Pending:
+    """The gate of one attempt's request, until it is awaited or the attempt is over.
+
+    Under openai 2.x's httpx a response and its stream refer to each other, a cycle that
+    keeps the request, its extensions with them, until a full collection. So the request's
+    ``trace`` refers to this rather than to the gate (which holds the request's booking),
+    emptied once the gate is awaited or the attempt has ended, and the ``trace`` itself
+    leaves the request's extensions once it has awaited the gate."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate: Gate | None = gate
+
+
+_pending: ContextVar[_Pending | None] = ContextVar("splitter_wire_gate", default=None)
 
 
 @contextmanager
 def departing(gate: Gate | None) -> Iterator[None]:
     """Within the block, this context's request awaits ``gate`` right before its write."""
-    token = _gate.set(gate)
+    pending = _Pending(gate) if gate is not None else None
+    token = _pending.set(pending)
     try:
         yield
     finally:
-        _gate.reset(token)
+        _pending.reset(token)
+        if pending is not None:
+            pending.gate = None
 
 
 def install(client: Any) -> bool:
@@ -63,17 +83,22 @@ def _is_async(http: Any) -> bool:
 
 
 async def _on_request(request: Any) -> None:
-    gate = _gate.get()
-    if gate is None:
+    pending = _pending.get()
+    if pending is None or pending.gate is None:
         return
     extensions = request.extensions
     previous = extensions.get("trace")
-    done = False
 
     async def trace(name: str, info: dict[str, Any]) -> None:
-        nonlocal done
-        if not done and name.endswith("send_request_headers.started"):
-            done = True
+        gate = pending.gate
+        if gate is not None and name.endswith("send_request_headers.started"):
+            pending.gate = None  # awaited once
+            # httpcore reads the extension at each event: the rest go to the one before
+            # this, and the request keeps nothing of the attempt's.
+            if previous is None:
+                extensions.pop("trace", None)
+            else:
+                extensions["trace"] = previous
             await gate()
         if previous is not None:
             await previous(name, info)

@@ -160,6 +160,65 @@ async def test_the_gate_fires_at_the_real_write_over_loopback_http() -> None:
         assert wrapped_budget.account.departed > departed
 
 
+async def test_a_sent_request_keeps_nothing_of_its_attempt_over_loopback_http() -> None:
+    """Once the gate has been awaited, the request's ``trace`` is gone from its extensions:
+    under openai 2.x's httpx a response and its stream refer to each other, and a request
+    kept by that cycle used to keep its booking (reservation and ticket) with it."""
+    sent: list[Any] = []
+
+    async def keep(response: Any) -> None:
+        sent.append(response.request)
+
+    service = SimService("instant", time_scale=0.01)
+    async with open_sim_client(service, door="http") as raw:
+        raw._client.event_hooks["response"] = [keep]
+        splitter = Splitter(raw, policy=Policy(strategy="fanout"))
+        result = await splitter.aask_many([f"What is {i} + {i}?" for i in range(6)], model="m")
+    assert result.ok
+    assert len(sent) == 6
+    assert [r.extensions.get("trace") for r in sent] == [None] * 6
+
+
+class _Request:
+    def __init__(self) -> None:
+        self.extensions: dict[str, Any] = {}
+
+
+async def test_a_gate_its_request_never_reached_is_let_go_when_the_attempt_ends() -> None:
+    """A transport that never calls the trace (or a request that fails before its write):
+    the attempt's end lets the gate go, so a trace called afterwards awaits nothing; one
+    called within the attempt awaits it once and hands every event to the trace before it."""
+    awaited: list[str] = []
+    events: list[str] = []
+
+    async def gate() -> None:
+        awaited.append("gate")
+
+    async def earlier(name: str, info: dict[str, Any]) -> None:
+        events.append(name)
+
+    late = _Request()
+    with wire.departing(gate):
+        await wire._on_request(late)
+    await late.extensions["trace"]("http11.send_request_headers.started", {})
+    assert awaited == []
+
+    on_time = _Request()
+    on_time.extensions["trace"] = earlier
+    with wire.departing(gate):
+        await wire._on_request(on_time)
+        await on_time.extensions["trace"]("http11.connect_tcp.started", {})
+        await on_time.extensions["trace"]("http11.send_request_headers.started", {})
+        assert on_time.extensions["trace"] is earlier
+        await on_time.extensions["trace"]("http11.receive_response_headers.started", {})
+    assert awaited == ["gate"]
+    assert events == [
+        "http11.connect_tcp.started",
+        "http11.send_request_headers.started",
+        "http11.receive_response_headers.started",
+    ]
+
+
 @pytest.mark.virtual_time
 async def test_a_stated_rate_opens_with_one_request_however_late_the_first_send() -> None:
     """``Limits(rpm=300)`` stated, then 3 s before the first request (a cold process
