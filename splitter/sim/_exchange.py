@@ -47,6 +47,7 @@ class RequestRecord:
     completion_tokens: int
     questions: tuple[str, ...]
     prompt_cache_key: str | None = None  # the request's, when it sent one
+    json_schema: bool = False  # it asked for a json_schema response format
 
 
 class BodyStream:
@@ -103,6 +104,7 @@ class Call:
     cached_tokens: int = 0
     questions: tuple[str, ...] = ()
     prompt_cache_key: str | None = None
+    json_schema: bool = False
     finished: float | None = None
     closed: bool = False
 
@@ -128,4 +130,5 @@ class Call:
             completion_tokens=self.completion_tokens,
             questions=self.questions,
             prompt_cache_key=self.prompt_cache_key,
+            json_schema=self.json_schema,
         )

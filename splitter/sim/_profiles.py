@@ -81,6 +81,17 @@ class Profile(BaseModel):
         description="Share of multi-question replies that are well-formed non-answers "
         "('I am not sure about that.' for every item), drawn from the service's seed.",
     )
+    merge_markers: bool = Field(
+        default=True,
+        description="The model writes a multi-question reply under the prompt's marker lines "
+        "(or numbered); False: one run-on paragraph with no markers, as SmolLM2-135M "
+        "writes it. A json_schema still shapes the reply (a grammar enforces it).",
+    )
+    structured_outputs: bool = Field(
+        default=True,
+        description="The server enforces a json_schema response_format; False: it refuses "
+        "one with 400 naming response_format, as a server without guided decoding does.",
+    )
 
     def prefill_seconds(self, input_tokens: int) -> float:
         """Simulated seconds one sequence spends in prefill (alone, ``input_tokens`` uncached)."""

@@ -1,14 +1,18 @@
 """Merge quality: how a profile's model answers several questions in one prompt.
 
 Real models answer worse when questions are merged (Batch Prompting measured accuracy
-falling past 4-6 items). Two knobs of a ``Profile`` model that, both off by default:
+falling past 4-6 items), and small ones ignore the layout asked for. Three knobs of a
+``Profile`` model that, all off by default:
 
 * ``merge_good_items=k``: in a prompt of several questions, items past the k-th are answered
   off-topic (the answer to another question: ``answer_text("off-topic: " + question, n)``,
   same length, a different ``answer_tag``);
 * ``merge_non_answer_rate=p``: with probability p (drawn from the service's seed and the
   request's number) a multi-question reply is well-formed but every item says
-  ``NON_ANSWER``.
+  ``NON_ANSWER``;
+* ``merge_markers=False``: a multi-question reply is the answers run together in one
+  paragraph, no marker lines and no numbers (a JSON schema still gets its items: the
+  replies' JSON is made from the answers, not from this text).
 
 A single question is always answered well.
 """
@@ -42,6 +46,7 @@ def merged_quality(
     if len(answer.parts) < 2:
         return answer
     rng = random.Random(f"merge-quality:{seed}:{number}")
+    parts = answer.parts
     if profile.merge_non_answer_rate and rng.random() < profile.merge_non_answer_rate:
         parts = tuple((k, NON_ANSWER) for k, _ in answer.parts)
     elif profile.merge_good_items is not None:
@@ -50,9 +55,14 @@ def merged_quality(
             (k, body if i < good else _off_topic(q.text, default_tokens))
             for i, ((k, body), q) in enumerate(zip(answer.parts, answer.questions, strict=True))
         )
-    else:
+    if not profile.merge_markers:
+        text = " ".join(body for _, body in parts)
+    elif parts is answer.parts:
         return answer
-    text = render_merged(answer.nonce, parts) if answer.nonce else render_numbered(parts)
+    elif answer.nonce:
+        text = render_merged(answer.nonce, parts)
+    else:
+        text = render_numbered(parts)
     return dataclasses.replace(answer, text=text, parts=parts)
 
 

@@ -17,6 +17,8 @@ from splitter.sim._limits import format_reset
 if TYPE_CHECKING:
     from splitter.sim._faults import Faults
     from splitter.sim._limits import Admission, SimLimits
+    from splitter.sim._profiles import Profile
+    from splitter.sim._requests import GenerationRequest
 
 __all__ = [
     "FAULT_ERRORS",
@@ -25,7 +27,9 @@ __all__ = [
     "fault_error",
     "rate_limited",
     "retry_headers",
+    "schema_unsupported",
     "unauthorized",
+    "unservable",
 ]
 
 _NGINX_429 = (
@@ -164,3 +168,23 @@ def retry_headers(real_seconds: float) -> list[tuple[str, str]]:
         ("retry-after", str(max(1, math.ceil(real_seconds)))),
         ("retry-after-ms", str(max(0, round(real_seconds * 1000)))),
     ]
+
+
+def schema_unsupported(call: Call, api: str) -> SimResponse:
+    """The 400 of a server that cannot enforce a ``json_schema`` response format."""
+    param = "response_format" if api == "chat" else "text.format"
+    message = (
+        f"Invalid parameter: '{param}' of type 'json_schema' is not supported with this model."
+    )
+    return error(call, 400, message, "invalid_request_error", param=param)
+
+
+def unservable(call: Call, profile: Profile, request: GenerationRequest) -> SimResponse | None:
+    """The 400 of a request the deployment cannot serve at all: longer than its context
+    window (prompt and ``max_tokens``), or a ``json_schema`` it cannot enforce; else None."""
+    requested = call.prompt_tokens + (request.max_tokens or 0)
+    if requested > profile.context_window:
+        return context_too_long(call, profile.context_window, requested)
+    if request.response_format and not profile.structured_outputs:
+        return schema_unsupported(call, request.api)
+    return None

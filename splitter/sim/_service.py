@@ -276,16 +276,16 @@ class SimService:
     async def _generate(self, call: Call, request: GenerationRequest) -> SimResponse:
         call.model, call.stream, call.user_text = request.model, request.stream, request.user_text
         call.prompt_cache_key = request.prompt_cache_key
+        call.json_schema = bool(request.response_format)
         call.prompt_tokens = prompt_tokens(request.contents)
         answer = answer_prompt(request.user_text, self.default_answer_tokens)
-        scripts = (text for key, text in self.scripted.items() if key in request.user_text)
-        script = next(scripts, None)
+        script = next((t for k, t in self.scripted.items() if k in request.user_text), None)
         if script is not None:
             answer = dataclasses.replace(answer, text=script, parts=(), nonce=None)
         call.questions = tuple(q.text for q in answer.questions)
-        requested = call.prompt_tokens + (request.max_tokens or 0)
-        if requested > self.profile.context_window:
-            return _refusals.context_too_long(call, self.profile.context_window, requested)
+        unservable = _refusals.unservable(call, self.profile, request)
+        if unservable is not None:
+            return unservable
         # Without max_tokens the limiter cannot know the output; it charges the default length.
         cost = call.prompt_tokens + (request.max_tokens or self.default_answer_tokens)
         refusal = self._admit(call, cost, request.model)

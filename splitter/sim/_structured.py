@@ -66,6 +66,8 @@ class _Filler:
         if "const" in schema:
             return schema["const"]
         if isinstance(schema.get("enum"), list) and schema["enum"]:
+            if path.endswith(".id") and self.items[0][0] in schema["enum"]:
+                return self.items[0][0]  # an item's id, limited to 1..count: its number
             return schema["enum"][_digest(path) % len(schema["enum"])]
         options = schema.get("anyOf") or schema.get("oneOf")
         if isinstance(options, list) and options:
