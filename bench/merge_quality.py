@@ -10,6 +10,10 @@ the engine of ``bench/engine/setup.py`` (use the instruction-tuned model, the de
   markers (``splitter._merge.build_merged_prompt``), read back by splitter's own parser
   (``parse_merged``), exactly as splitter sends and reads it, without the re-ask of what
   did not parse (that is what is being measured);
+- **text-json k**: k questions in one request exactly as splitter sends a merge of
+  plain-text questions under ``MergePolicy(format="json")`` (``merged_format(TEXT_ANSWERS)``:
+  one ``{id, answer}`` item per question, each answer a string with no length limit),
+  read back by splitter's own ``parse_merged_json``;
 - **schema k**: k questions in one request with ``response_format={"type": "json_schema"}``
   (llama.cpp turns it into a grammar): one item per question keyed by its number, the
   array's length fixed, a ``maxLength`` on each answer so the JSON closes.
@@ -28,7 +32,8 @@ Beside each merged arm it prints two agreement figures (issue 18 item 3):
   is then the plan auto picks; on this engine, measured, auto prefers one request each), at
   most ``--concurrency`` requests in flight, one endpoint per arm (its own key); the
   schema arms pass a JSON schema as ``response_format`` (splitter's structured merge: one
-  ``{id, answer}`` item per question), the marker arms plain questions. It prints the
+  ``{id, answer}`` item per question), the marker and text-json arms plain questions
+  (``MergePolicy(format="markers")`` and ``format="json"``). It prints the
   estimate (``Plan.agreement``: decayed share, a prior of one agreeing canary) with the
   canaries compared, the merged requests sent, and the share of splitter's *returned*
   answers that are correct (disagreeing merged answers replaced by the solo one, unparsed
@@ -72,6 +77,7 @@ import openai
 from splitter import Limits, MergePolicy, Policy, ServiceModel, ServicePrior, Splitter
 from splitter._canary import agrees
 from splitter._merge import build_merged_prompt, parse_merged
+from splitter._structured import TEXT_ANSWERS, merged_format, parse_merged_json
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "checkable_questions.jsonl"
 ANSWER_TOKENS = 48  # per question: these answers are a word or a sentence
@@ -165,6 +171,12 @@ def parse_schema(text: str, k: int) -> dict[int, str]:
     return {i: a[0] for i, a in seen.items() if 1 <= i <= k and len(a) == 1 and a[0].strip()}
 
 
+#: The merged arms: splitter's markers; splitter's JSON layout for plain-text questions
+#: (``MergePolicy(format="json")``: each answer a string, no length limit); a schema of the
+#: bench's own with a ``maxLength`` per answer (structured answers, ``response_format``).
+ARMS = ("markers", "text-json", "schema")
+
+
 # -- splitter's own canaries --------------------------------------------------------------------
 
 ANSWER_FORMAT: dict[str, Any] = {  # one answer's schema, for splitter's structured merge
@@ -214,7 +226,12 @@ async def learn_agreement(
         # picks (on this engine, once it has measured it, auto prefers one request each).
         prior=ServicePrior(slots=1),
         limits=Limits(max_concurrency=args.concurrency),
-        merge=MergePolicy(max_per_request=k, canary_first=1_000_000, min_agreement=0.0),
+        merge=MergePolicy(
+            max_per_request=k,
+            canary_first=1_000_000,
+            min_agreement=0.0,
+            format="json" if kind == "text-json" else "markers",
+        ),
     )
     extra: dict[str, Any] = {"response_format": ANSWER_FORMAT} if kind == "schema" else {}
     learned = Learned()
@@ -314,6 +331,15 @@ async def run_arm(
             reply, finish = await chat(target, prompt.text, ANSWER_TOKENS * k + 16 * k)
             raws.append(reply)
             parsed = parse_merged(reply, prompt, truncated=finish == "length").answers
+        elif arm == "text-json":
+            prompt = build_merged_prompt(texts, as_json=True)
+            fmt = merged_format(TEXT_ANSWERS, len(texts))
+            reply, finish = await chat(
+                target, prompt.text, ANSWER_TOKENS * k + 24 * k, response_format=fmt
+            )
+            raws.append(reply)
+            read = parse_merged_json(reply, len(texts), TEXT_ANSWERS, truncated=finish == "length")
+            parsed = {i: text for i, (text, _) in read.items()}
         else:
             text, fmt = schema_request(texts)
             reply, _ = await chat(target, text, ANSWER_TOKENS * k + 24 * k, response_format=fmt)
@@ -349,7 +375,7 @@ async def main_async(args: argparse.Namespace) -> int:
     n = args.sample or len(sample)
     n -= n % chunk_size
     sample = sample[:n]
-    arms = [("alone", 1)] + [("markers", k) for k in ks] + [("schema", k) for k in ks]
+    arms = [("alone", 1)] + [(kind, k) for kind in ARMS for k in ks]
     tallies = {arm: Tally() for arm in arms}
     gate = asyncio.Semaphore(args.concurrency)
     print(f"engine: {server_props(args.url)}")

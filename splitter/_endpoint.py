@@ -24,7 +24,7 @@ from ._budget import Budget, BudgetSnapshot
 from ._budget._adaptive import AdaptiveConcurrency
 from ._canary import CanaryRecord
 from ._estimate import OutputLengths
-from ._merge import MergeRecord
+from ._merge import MergeFormats
 from ._meter import InFlightMeter
 from ._policy import Limits, Policy
 from ._service_model import ServiceModel
@@ -67,7 +67,7 @@ class Endpoint:
     meter: InFlightMeter
     limits: Limits
     fingerprint: str = ""
-    merges: MergeRecord = field(default_factory=MergeRecord)
+    merges: MergeFormats = field(default_factory=MergeFormats)  # merged replies read back
     canaries: CanaryRecord = field(default_factory=CanaryRecord)  # merge quality
     answered: bool = False  # has this endpoint ever sent back a response (of any status)?
     claims: list[Claim] = field(default_factory=list)  # planned by running batches, unbooked

@@ -82,9 +82,12 @@ class APIStatusError(APIError):
         type: str | None = None,
         retry_after: float | None = None,
         rate_headers: Mapping[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message, request_id=request_id)
         self.status_code = status_code
+        #: The request parameter the error body names, if any (e.g. "response_format").
+        self.param = param
         #: The response's ``x-ratelimit-*`` headers (the budget reads them on errors too).
         self.rate_headers: Mapping[str, str] = rate_headers or {}
         self.code = code

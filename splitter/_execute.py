@@ -22,8 +22,8 @@ from ._canary import agrees
 from ._endpoint import Endpoint
 from ._events import Emitter
 from ._exceptions import InvalidResponseError, SplitterError
-from ._merge import build_merged_prompt
-from ._merged_reply import alone_may_pass, read_merged
+from ._merge import build_merged_prompt, holds_marker_lines
+from ._merged_reply import alone_may_pass, note_schema_refusal, read_merged
 from ._openai import OpenAIBackend
 from ._planner import Group, Plan
 from ._policy import Policy
@@ -32,7 +32,7 @@ from ._request_spec import RequestSpec
 from ._run_state import RunState
 from ._send import Outgoing, Sender
 from ._stream import Relay
-from ._structured import Structured, merged_format
+from ._structured import TEXT_ANSWERS, Structured, merged_format
 from ._turns import Started, Turns
 
 __all__ = ["Executor", "RequestSpec"]
@@ -221,8 +221,8 @@ class _Run:
         state = self.state
         # Merged questions share one request shape (the planner's grouping): the first's.
         spec = state.spec.of(state.questions[group.indexes[0]])
-        structured = spec.structured
         texts = [state.questions[i].text for i in group.indexes]
+        structured = spec.structured or self._text_layout(spec, texts)
         prompt = build_merged_prompt(texts, as_json=structured is not None)
         params = spec.capped(group.max_tokens)
         if structured is not None:
@@ -240,6 +240,8 @@ class _Run:
                 outcome, attempts = await self.sender.send(out, asks=group.indexes)
         alone = solo[0] if solo and solo[0].ok else None
         if isinstance(outcome, SplitterError):
+            if structured is TEXT_ANSWERS:
+                note_schema_refusal(state.endpoint, outcome)
             if state.fatal is None and alone_may_pass(outcome):
                 await self._repair(self._kept(group.indexes, alone))
                 return
@@ -257,6 +259,15 @@ class _Run:
         for answer in answers.values():
             state.store(answer)
         await self._repair([*self._kept(reply.missing, alone), *replaced], replaced)
+
+    def _text_layout(self, spec: RequestSpec, texts: Sequence[str]) -> Structured | None:
+        """JSON for a merge of plain-text questions where the endpoint's layout is JSON
+        (``MergePolicy.format``); a caller's own ``response_format``, or a question holding
+        a marker-like line, keeps the markers."""
+        if "response_format" in spec.params or holds_marker_lines(texts):
+            return None
+        layout = self.state.endpoint.merges.choose(self.state.policy.merge.format)
+        return TEXT_ANSWERS if layout == "json" else None
 
     def _canary_for(self, group: Group) -> int | None:
         """The item of ``group`` to ask alone as well, if a canary is due."""

@@ -21,10 +21,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "MergeFormat",
+    "MergeFormats",
     "MergeRecord",
     "MergedPrompt",
     "ParsedAnswers",
     "build_merged_prompt",
+    "holds_marker_lines",
     "parse_merged",
 ]
 
@@ -36,6 +39,7 @@ MARKER_TOKENS = 8
 ANSWER_MARKER_TOKENS = 5
 
 Method = Literal["markers", "numbered", "headings", "json", "none"]
+MergeFormat = Literal["markers", "json"]
 _RECORD_DECAY = 0.9  # per merged reply: a few recent replies outweigh old ones
 _RECORD_PRIOR = 4.0  # answers' worth of assumed success before any merged reply is seen
 
@@ -62,6 +66,41 @@ class MergeRecord:
     @property
     def success(self) -> float:
         return (self._read + _RECORD_PRIOR) / (self._asked + _RECORD_PRIOR)
+
+
+class MergeFormats:
+    """One endpoint's merged replies by layout: read back under nonce markers, or as the
+    JSON a schema asked for; which layout its plain-text merges use (``MergePolicy.format``).
+
+    Under "auto" the layout read back more reliably is used, markers on a tie (no schema
+    is sent to a service that might not take one): a model that ignores the markers (a
+    small local model, say) has its next merged requests asked for JSON, which a service
+    that enforces schemas cannot get wrong in form. A service that refused the schema gets
+    markers from then on, whatever the policy says.
+    """
+
+    __slots__ = ("json", "json_refused", "markers")
+
+    def __init__(self) -> None:
+        self.markers = MergeRecord()
+        self.json = MergeRecord()
+        self.json_refused = False
+
+    def choose(self, stated: Literal["auto", "markers", "json"]) -> MergeFormat:
+        """The layout a merged request of plain-text questions is asked in."""
+        if stated == "markers" or self.json_refused:
+            return "markers"
+        if stated == "json" or self.json.success > self.markers.success:
+            return "json"
+        return "markers"
+
+    def success(self, stated: Literal["auto", "markers", "json"], *, schema: bool) -> float:
+        """The share of merged answers read back in the layout a merge will use (``schema``:
+        the caller's own JSON schema, always asked for as JSON)."""
+        return (self.json if schema else self.record(self.choose(stated))).success
+
+    def record(self, layout: MergeFormat) -> MergeRecord:
+        return self.json if layout == "json" else self.markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +156,17 @@ def build_merged_prompt(
         method for pattern, method in _POSITIONAL if not any(pattern.match(line) for line in lines)
     )
     return MergedPrompt("\n\n".join([*parts, head, items]), nonce, len(questions), positional)
+
+
+def holds_marker_lines(questions: Sequence[str]) -> bool:
+    """Whether a question holds a line shaped like a merged prompt's own markers. A model
+    may take it for one and answer the wrong items: under markers its reply then uses no
+    marker of this request's nonce and is re-asked, but a JSON schema makes any reply well
+    formed, so such a group is asked under markers (``MergePolicy.format``)."""
+    return any(_MARKER_LINE.search(q) for q in questions)
+
+
+_MARKER_LINE = re.compile(r"^[ \t]*@@.*@@[ \t]*\r?$", re.M)
 
 
 def parse_merged(text: str, prompt: MergedPrompt, *, truncated: bool = False) -> ParsedAnswers:

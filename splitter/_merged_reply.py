@@ -7,6 +7,7 @@ And whether a failed merged request's questions may pass alone.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,10 +20,15 @@ from ._questions import Answer, Question, Usage
 from ._retry import is_retryable
 from ._structured import Structured, parse_merged_json
 
-__all__ = ["MergedReply", "alone_may_pass", "read_merged"]
+__all__ = ["MergedReply", "alone_may_pass", "note_schema_refusal", "read_merged"]
+
+logger = logging.getLogger("splitter")
 
 # A merged request the service refused for its content: alone, its questions may pass.
 _CONTENT_STATUS = frozenset({400, 413, 422})
+# The words of a refusal that names the JSON schema (OpenAI names the parameter; vLLM and
+# other servers say it in the message).
+_SCHEMA_WORDS = ("response_format", "json_schema", "text.format")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +51,20 @@ def read_merged(
     """``completion``, the reply to ``prompt`` asking ``questions[i]`` for ``i`` in
     ``indexes`` (in that order), as answers; what was read is taught to ``endpoint``.
     With ``structured``, the reply is the JSON ``answers`` array its schema asked for,
-    each item validated into its answer's ``parsed``."""
+    each item validated into its answer's ``parsed`` (plain-text answers: none)."""
+    truncated = completion.finish_reason == "length"
     if structured is not None:
-        read = parse_merged_json(completion.text, prompt.count, structured)
+        read = parse_merged_json(completion.text, prompt.count, structured, truncated=truncated)
         found = {indexes[k - 1]: text for k, (text, _) in read.items()}
         values = {indexes[k - 1]: value for k, (_, value) in read.items()}
         missing = [i for i in indexes if i not in found]
     else:
-        truncated = completion.finish_reason == "length"
         parsed = parse_merged(completion.text, prompt, truncated=truncated)
         found = {indexes[k - 1]: text for k, text in parsed.answers.items()}
         values = {}
         missing = [indexes[k - 1] for k in parsed.missing]
-    endpoint.merges.observe(len(indexes), len(found))
+    record = endpoint.merges.markers if structured is None else endpoint.merges.json
+    record.observe(len(indexes), len(found))
     answers = []
     for (index, text), usage in zip(
         found.items(), _usage_shares(completion.usage, found), strict=True
@@ -88,6 +95,23 @@ def alone_may_pass(error: SplitterError) -> bool:
     if isinstance(error, APIStatusError) and not is_retryable(error):
         return error.status_code in _CONTENT_STATUS  # e.g. too long together
     return True
+
+
+def note_schema_refusal(endpoint: Endpoint, error: SplitterError) -> None:
+    """A plain-text merge asked for as JSON failed with ``error``: if the service refused
+    the schema itself, the endpoint's merges use markers from now on (logged once)."""
+    if not isinstance(error, APIStatusError) or error.status_code not in _CONTENT_STATUS:
+        return
+    said = f"{error.param or ''} {error}".lower()
+    if endpoint.merges.json_refused or not any(word in said for word in _SCHEMA_WORDS):
+        return
+    endpoint.merges.json_refused = True
+    logger.warning(
+        "endpoint %s refused a JSON schema for merged answers (%s); its merged requests "
+        "use marker lines from now on",
+        endpoint.fingerprint,
+        error,
+    )
 
 
 def _usage_shares(total: Usage, texts: dict[int, str]) -> list[Usage]:

@@ -400,6 +400,7 @@ def _status_error(exc: openai.APIStatusError) -> APIStatusError:
         "request_id": exc.request_id,
         "code": code,
         "type": exc.type if isinstance(exc.type, str) else None,
+        "param": exc.param if isinstance(exc.param, str) else None,
         "retry_after": parse_retry_after(exc.response.headers),
         "rate_headers": rate_headers(exc.response.headers),
     }

@@ -159,6 +159,15 @@ class MergePolicy(_Config):
         ge=1,
         description="The model's context (input + max_tokens); no merged request exceeds it.",
     )
+    format: Literal["auto", "markers", "json"] = Field(
+        "auto",
+        description="How a merged request of plain-text questions asks for its answers: "
+        "'markers', under nonce marker lines; 'json', as a JSON schema the service enforces "
+        "(one {id, answer} item per question: OpenAI structured outputs, vLLM guided "
+        "decoding, llama.cpp grammars); 'auto', markers until the endpoint's replies read "
+        "back better as JSON (learned per endpoint). A service that refuses the schema "
+        "(400 naming response_format) gets markers from then on.",
+    )
     canaries: bool = Field(
         True,
         description="Under strategy='auto', ask some merged items alone as well and compare "

@@ -86,7 +86,9 @@ class Runner:
             policy=self.policy,
             preamble_tokens=preamble_tokens(spec),
             alone=planned[0].index if first_alone else None,
-            merge_success=endpoint.merges.success,
+            merge_success=endpoint.merges.success(
+                self.policy.merge.format, schema=spec.structured is not None
+            ),
             agreement=endpoint.canaries.agreement,
         )
 

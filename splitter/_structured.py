@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from ._exceptions import InvalidInputError
 
 __all__ = [
+    "TEXT_ANSWERS",
     "Structured",
     "merged_format",
     "parse_merged_json",
@@ -37,6 +38,7 @@ class Structured:
 
     wire: dict[str, Any]  # the response_format as sent
     model: type[BaseModel] | None  # the class answers are validated into, if one was given
+    text: bool = False  # plain-text answers merged as JSON: an item's answer is its text
 
     def parse(self, text: str | None) -> Any:
         """The answer ``text`` as a validated value; ``ValueError`` saying why it is not."""
@@ -74,6 +76,18 @@ class Structured:
         spec = self.wire.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, Mapping) else None
         return dict(schema) if isinstance(schema, Mapping) else {}
+
+
+#: Plain-text questions merged as JSON (``MergePolicy.format``): each item's answer a
+#: string, given back as the answer's text, with no ``parsed`` value.
+TEXT_ANSWERS = Structured(
+    {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": {"type": "string"}, "strict": True},
+    },
+    None,
+    text=True,
+)
 
 
 def structured_of(params: Mapping[str, Any]) -> Structured | None:
@@ -131,15 +145,19 @@ def merged_format(structured: Structured, count: int) -> dict[str, Any]:
     }
 
 
-def parse_merged_json(text: str, count: int, structured: Structured) -> dict[int, tuple[str, Any]]:
+def parse_merged_json(
+    text: str, count: int, structured: Structured, *, truncated: bool = False
+) -> dict[int, tuple[str, Any]]:
     """A merged reply in the ``merged_format`` shape: each item number 1..``count`` found
-    exactly once with an answer that validates, as (its JSON text, its parsed value). Bad
-    JSON, an id out of range, repeated or missing, or an answer that does not validate
-    leaves its items out (they are re-asked alone)."""
+    exactly once with an answer that validates, as (its text, its parsed value): the JSON
+    text of the answer, or with plain-text answers the string itself (an empty one is not
+    an answer). Bad JSON, an id out of range, repeated or missing, or an answer that does
+    not validate leaves its items out (they are re-asked alone). A reply cut at its cap
+    (``truncated``) gives the items written whole before the cut."""
     try:
         value = json.loads(text)
     except ValueError:
-        return {}
+        value = {"answers": _whole_items(text)} if truncated else None
     items = value.get("answers") if isinstance(value, dict) else None
     if not isinstance(items, list):
         return {}
@@ -154,8 +172,41 @@ def parse_merged_json(text: str, count: int, structured: Structured) -> dict[int
             parsed = structured.value(item["answer"])
         except ValueError:
             continue
-        found[number] = (json.dumps(item["answer"]), parsed)
+        if not structured.text:
+            found[number] = (json.dumps(item["answer"]), parsed)
+        elif parsed.strip():
+            found[number] = (parsed.strip(), None)
     return found
+
+
+_ANSWERS_OPEN = re.compile(r'^\s*\{\s*"answers"\s*:\s*\[')
+
+
+def _whole_items(text: str) -> list[Any]:
+    """The items of a cut ``{"answers": [...`` reply that were written whole."""
+    opened = _ANSWERS_OPEN.match(text)
+    if opened is None:
+        return []
+    decoder, at = json.JSONDecoder(), opened.end()
+    items: list[Any] = []
+    while True:
+        at = _skip(text, at, ",")
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return items  # the cut item, or the array's end
+        items.append(item)
+
+
+def _skip(text: str, at: int, separator: str) -> int:
+    """``at`` past white space and at most one ``separator``."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    if text.startswith(separator, at):
+        at += 1
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return at
 
 
 def _model_format(model: type[BaseModel]) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import httpx
 import openai
 import pytest
 
-from splitter import Limits, MergePolicy, Policy, Question, ServicePrior, Splitter
+from splitter import Limits, MergePolicy, Policy, Question, ServiceModel, ServicePrior, Splitter
 from splitter._cli._probe import measure_concurrent, measure_stream, question_texts
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -316,3 +316,71 @@ def test_auto_never_merges_below_the_learned_agreement(engine_url: str) -> None:
             assert merged_requests == 0, explained
             assert "merge quality: merged answers agreed with" in explained
     assert gated >= 1, f"no batch was planned under the threshold: {shares}"
+
+
+def test_plain_questions_merge_as_json_once_markers_fail_and_the_gate_still_holds(
+    engine_url: str,
+) -> None:
+    """Issue 18 item 1 on the real engine: plain-text questions under the default
+    ``MergePolicy(format="auto")``. SmolLM2 writes its merged answers as one paragraph with
+    no marker lines, so the first merged requests (markers) are read back not at all; the
+    endpoint's next merges ask for splitter's JSON layout (``{"answers": [{id, answer:
+    string}]}``, enforced by llama-server's grammar), which reads back; and since those
+    answers disagree with the same questions asked alone, no merged request goes once the
+    learned agreement is under the threshold. Each batch is planned on the prior of a
+    serial engine (the service model reset), so merging stays the plan auto prices faster
+    until the gate closes. Every merged request is read from the wire."""
+    mq = _merge_quality()
+    questions = mq.load()[:40]
+    merge = MergePolicy()
+    sent: list[dict[str, Any]] = []
+
+    async def keep(request: httpx.Request) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            sent.append(json.loads(request.content))
+
+    def layouts(bodies: list[dict[str, Any]]) -> list[str]:
+        """Each merged request's layout, in the order sent."""
+        merged = [b for b in bodies if " question 2 @@" in b["messages"][-1]["content"]]
+        return ["json" if "response_format" in b else "markers" for b in merged]
+
+    async def run() -> list[tuple[float | None, list[str], int, str]]:
+        seen: list[tuple[float | None, list[str], int, str]] = []
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [keep]})
+        async with openai.AsyncOpenAI(
+            base_url=engine_url, api_key="sk-layout-test", max_retries=0, http_client=http
+        ) as client:
+            policy = Policy(strategy="auto", prior=ServicePrior(slots=1), merge=merge)
+            splitter = Splitter(client, policy=policy)
+            for start in range(0, len(questions), 8):
+                splitter.use_service_model(ServiceModel(policy.prior), MODEL)
+                before = len(sent)
+                result = await splitter.aask_many(
+                    [q.question for q in questions[start : start + 8]],
+                    model=MODEL,
+                    system=SYSTEM,
+                    max_tokens=48,
+                    temperature=0,
+                )
+                plan = result.plan
+                assert plan is not None
+                share = plan.agreement.share if plan.agreement is not None else None
+                sent_layouts = layouts(sent[before:])
+                seen.append((share, sent_layouts, result.stats.repaired, plan.explain()))
+                print(
+                    f"batch {start // 8}: agreement {share}, {plan.chosen.label}, merged "
+                    f"{sent_layouts}, re-asked {result.stats.repaired}, canaries "
+                    f"{result.stats.canaries}, disagreed {result.stats.canary_disagreements}"
+                )
+        return seen
+
+    batches = anyio.run(run)
+    order = [layout for _, sent_layouts, _, _ in batches for layout in sent_layouts]
+    assert order[:1] == ["markers"], order  # nothing known yet: no schema is sent
+    assert "json" in order, f"the layout never moved to JSON: {order}"
+    first_json = order.index("json")
+    assert set(order[first_json:]) == {"json"}, order  # it does not move back
+    for share, sent_layouts, _, explained in batches:
+        if share is not None and share < merge.min_agreement:
+            assert sent_layouts == [], explained
+    assert any(s is not None and s < merge.min_agreement for s, *_ in batches), batches

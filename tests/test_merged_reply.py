@@ -24,9 +24,9 @@ def test_each_found_answer_goes_to_its_question_and_the_rest_are_named_for_repai
     prompt = build_merged_prompt([questions[i].text for i in indexes], nonce="n0")
     text = "@@ n0 answer 1 @@\nfour\n@@ n0 answer 3 @@\ntwo"
     endpoint = endpoint_for(Policy(), base_url="http://merged-reply.test/1", api_key="k", model="m")
-    before = endpoint.merges.success
+    before = endpoint.merges.markers.success
     reply = read_merged(completion(text, Usage(30, 10)), prompt, indexes, questions, endpoint, 2)
-    assert endpoint.merges.success < before  # one of three read: merging looks worse
+    assert endpoint.merges.markers.success < before  # one of three read: merging looks worse
     assert [(a.index, a.text, a.via, a.attempts) for a in reply.answers] == [
         (2, "two", "merged", 2)
     ]
