@@ -17,10 +17,12 @@ batches (default 1) of that cell's shape; the first cell's are preceded by as ma
 the model has seen the endpoint before anything is measured. Rounds (``--rounds``) interleave
 the plans, their order rotated each round; figures are medians over rounds.
 
-Every batch gets fresh questions (the checkable questions of
-``tests/data/checkable_questions.jsonl``, taken in turn) and, with a context, a document
-whose first line names the batch, so no batch finds the previous batch's prompt in the
-engine's prefix cache: only a plan's own requests can serve each other. Every request
+Every round gets fresh questions (the checkable questions of
+``tests/data/checkable_questions.jsonl``, taken in turn), which each of its plans asks, so
+their answers can be compared; every batch has a context of its own (the document, whose
+first line names the batch, or with no document a one-line tag naming it), so no batch
+finds another's prompt in the engine's prefix cache: only a plan's own requests can serve
+each other. Every request
 carries the system prompt ``You are a helpful assistant.`` (SmolLM2 needs one) and
 temperature 0; each question is capped at ``max_tokens`` = its answer length. On the
 engine answers end where the model ends them (``--ignore-eos`` pins them to the cap, as
@@ -37,8 +39,12 @@ of the plan had its answer: re-asks of what a merged reply did not give back and
 canaries left out; "-" if a plan's request failed), predicted (the plan's
 estimate), pred/meas, requests sent (re-asks included), prompt tokens and those the engine
 served from its cache (``usage.prompt_tokens_details.cached_tokens``: llama-server fills it
-from ``timings.cache_n``), answers. Per cell: the fastest plan, auto's choice, and
-auto / best = best median / auto median (issue 19's target: >= 0.95). It is a measurement:
+from ``timings.cache_n``), answers. Per cell: the merged answers agreeing with fan-out's
+answer to the same question (splitter's canary measure on every merged answer), the plans
+allowed (merged only while that share is at least ``MergePolicy.min_agreement``: issue 19's
+"best among plans whose answers the quality check allows"), the fastest plan, the best
+allowed plan, auto's choice, and auto / best = best median / auto median (issue 19's
+target: >= 0.95). It is a measurement:
 the exit status is 0 whatever the ratios, 1 if a question went unanswered.
 
 Run from the repository root::
@@ -84,6 +90,7 @@ from splitter import (
     RequestFinished,
     Splitter,
 )
+from splitter._canary import agrees
 from splitter.sim import PROFILES, SimService, answer_tag
 from splitter.testing import run_virtual
 
@@ -146,6 +153,7 @@ class Run:
     own: int | None  # simulator: answers carrying their own question's tag
     planned: float | None = None  # until the plan's own requests were answered (no re-asks)
     service: str = ""  # the learned terms the plan was priced with (explain()'s line)
+    answers: list[str | None] = field(default_factory=list)  # in the batch's order
 
 
 class PlanSpan:
@@ -183,13 +191,38 @@ class CellReport:
     def median(self, plan: str, key: str) -> float:
         return statistics.median(float(getattr(r, key)) for r in self.runs if r.plan == plan)
 
+    def merged_agreement(self) -> tuple[int, int]:
+        """Issue 18's quality check on every merged answer: (agreeing, compared) with the
+        fan-out answer to the same question in the same round, by splitter's canary
+        measure (``splitter._canary.agrees``)."""
+        overlap = MergePolicy().canary_overlap
+        agreeing = compared = 0
+        for merged in (r for r in self.runs if r.plan == "merged"):
+            alone = next(r for r in self.runs if r.plan == "fan-out" and r.round == merged.round)
+            for m, a in zip(merged.answers, alone.answers, strict=True):
+                if m is not None and a is not None:
+                    compared += 1
+                    agreeing += agrees(m, a, overlap)
+        return agreeing, compared
+
+    def allowed(self) -> tuple[str, ...]:
+        """The plans issue 19's best is taken from: fan-out and primed (answers asked alone),
+        and merged only while its answers agree with fan-out's at least as often as
+        ``MergePolicy.min_agreement`` demands (the gate auto's canaries hold merging to)."""
+        agreeing, compared = self.merged_agreement()
+        merged_ok = compared == 0 or agreeing / compared >= MergePolicy().min_agreement
+        return ("merged", "fan-out", "primed") if merged_ok else ("fan-out", "primed")
+
     def summary(self) -> dict[str, Any]:
         walls = {p: self.median(p, "wall") for p in PLANS}
-        best = min(PLANS[:3], key=lambda p: walls[p])
+        best = min(self.allowed(), key=lambda p: walls[p])
         chosen = [r.chosen for r in self.runs if r.plan == "auto"]
+        agreeing, compared = self.merged_agreement()
         return {
             "walls": walls,
             "best": best,
+            "fastest": min(PLANS[:3], key=lambda p: walls[p]),
+            "merged_agreement": [agreeing, compared],
             "auto_share": walls[best] / walls["auto"] if walls["auto"] > 0 else None,
             "auto_chose": statistics.mode(chosen),
             "auto_choices": chosen,
@@ -216,9 +249,15 @@ class Matrix:
         self.batches = 0
         self.splitter = Splitter(client, policy=policies(1)["auto"], model=model)
 
-    def _batch(self, cell: Cell) -> tuple[list[Checkable], list[Question], str | None]:
-        picked = [self.questions[(self.taken + i) % len(self.questions)] for i in range(cell.n)]
-        self.taken += cell.n
+    def _batch(self, cell: Cell, fresh: bool) -> tuple[list[Checkable], list[Question], str | None]:
+        """The next batch: the round's questions again (``fresh`` False: every plan of a
+        round asks the same ones, so their answers can be compared) under a context of its
+        own (the document, or with none a one-line tag), so no batch finds another's
+        prompt in the engine's prefix cache."""
+        if fresh:
+            self.taken += cell.n
+        start = self.taken - cell.n
+        picked = [self.questions[(start + i) % len(self.questions)] for i in range(cell.n)]
         self.batches += 1
         ask = []
         for q in picked:
@@ -226,10 +265,11 @@ class Matrix:
             if self.on_sim:
                 text += f" [len={cell.tokens}]"
             ask.append(Question(text=text, max_tokens=cell.tokens))
-        return picked, ask, document(self.batches) if cell.context else None
+        tag = f"Batch {self.batches} of run {RUN}."
+        return picked, ask, document(self.batches) if cell.context else tag
 
-    async def ask(self, cell: Cell, plan: str, round_: int) -> Run:
-        picked, ask, context = self._batch(cell)
+    async def ask(self, cell: Cell, plan: str, round_: int, fresh: bool = True) -> Run:
+        picked, ask, context = self._batch(cell, fresh)
         params: dict[str, Any] = {"temperature": 0}
         if self.args.ignore_eos:
             params["extra_body"] = {"ignore_eos": True}
@@ -264,6 +304,7 @@ class Matrix:
             correct=sum(correct(a.text, q.accept) for a, q in zip(result, picked, strict=True)),
             own=own,
             service=_service_line(result),
+            answers=[a.text for a in result],
         )
 
     async def cell(self, cell: Cell, first: bool) -> CellReport:
@@ -272,8 +313,8 @@ class Matrix:
             report.warmup.append((await self.ask(cell, "auto", -1)).chosen)
         for r in range(self.args.rounds):
             order = PLANS[r % len(PLANS) :] + PLANS[: r % len(PLANS)]
-            for plan in order:
-                report.runs.append(await self.ask(cell, plan, r))
+            for i, plan in enumerate(order):
+                report.runs.append(await self.ask(cell, plan, r, fresh=i == 0))
         return report
 
 
@@ -373,6 +414,12 @@ def print_cell(report: CellReport, args: argparse.Namespace, load: bool = True) 
     if auto and auto[-1].service:
         print(f"{cell.name:<22}auto priced with {auto[-1].service}")
     share = "-" if s["auto_share"] is None else f"{s['auto_share']:.2f}"
+    agreeing, compared = report.merged_agreement()
+    print(
+        f"{cell.name:<22}merged answers agreeing with fan-out's: {agreeing} of {compared}; "
+        f"allowed: {', '.join(report.allowed())}; fastest {s['fastest']}",
+        flush=True,
+    )
     print(
         f"{cell.name:<22}best {s['best']}, auto chose {s['auto_chose']} "
         f"({', '.join(s['auto_choices'])}); auto/best {share}; warm-up: "
