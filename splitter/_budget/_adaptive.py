@@ -131,7 +131,10 @@ class AdaptiveConcurrency:
                 self._grant()
 
     def on_overload(self) -> None:
-        now = _clock.now()
-        if self.adaptive and now - self._last_cut >= _COOLDOWN:
-            self._last_cut = now
-            self._limit = max(1.0, self._limit * _CUT)
+        if not self.adaptive:
+            return
+        with self._lock:  # loops in two threads overloaded at once: one cut, not two
+            now = _clock.now()
+            if now - self._last_cut >= _COOLDOWN:
+                self._last_cut = now
+                self._limit = max(1.0, self._limit * _CUT)
