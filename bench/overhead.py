@@ -35,6 +35,9 @@ arms' earlier rounds (a full collection runs once enough objects have survived t
 ones, counted since the last), so the sum over both arms is the figure to compare.
 The load average (``os.getloadavg()``) is printed before and after: on a shared machine,
 a busy neighbour moves both arms' CPU per request.
+``--freeze`` runs ``gc.collect(); gc.freeze()`` after the warm-up, as an application that
+sends at this rate may do once it has imported and warmed up: the long-lived heap is left
+out of every later collection (``docs/throughput.md``).
 ``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
 splitter's own functions by time per request (a profile, not a measurement: the profiler
 adds its own cost to every call).
@@ -282,13 +285,19 @@ async def run_splitter(client: openai.AsyncOpenAI, requests: int) -> float:
     return elapsed
 
 
-async def measure(base_url: str, requests: int, rounds: int) -> dict[str, list[Round]]:
-    """Warm up each arm once, then ``rounds`` rounds of each, alternating who goes first."""
+async def measure(
+    base_url: str, requests: int, rounds: int, *, freeze: bool = False
+) -> dict[str, list[Round]]:
+    """Warm up each arm once, then ``rounds`` rounds of each, alternating who goes first.
+    ``freeze``: ``gc.collect(); gc.freeze()`` after the warm-up (see ``--freeze``)."""
     arms: dict[str, Arm] = {"raw": run_raw, "splitter": run_splitter}
     results: dict[str, list[Round]] = {name: [] for name in arms}
     async with make_client(base_url, requests) as client:
         for arm in arms.values():  # warm-up: connections, lazy imports, the tokenizer
             await arm(client, requests)
+        if freeze:  # what an application may do once it has imported and warmed up
+            gc.collect()
+            gc.freeze()
         for round_no in range(rounds):
             order = ["raw", "splitter"] if round_no % 2 == 0 else ["splitter", "raw"]
             for name in order:
@@ -383,6 +392,12 @@ def _parser() -> argparse.ArgumentParser:
         default="subprocess",
         help="where the simulator runs (default: a subprocess); mock: no HTTP, a canned reply",
     )
+    parser.add_argument(
+        "--freeze",
+        action="store_true",
+        help="gc.collect(); gc.freeze() after the warm-up: the long-lived heap (openai, "
+        "pydantic, httpx) left out of every later collection, as an application may do",
+    )
     return parser
 
 
@@ -400,8 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     load_before = _load()
     with sim_server(args.server) as base_url:
-        rounds = asyncio.run(measure(base_url, args.requests, args.rounds))
+        rounds = asyncio.run(measure(base_url, args.requests, args.rounds, freeze=args.freeze))
     load_after = _load()
+    frozen = gc.get_freeze_count()  # 0 unless --freeze froze the heap after the warm-up
     raw = summarize("raw", rounds["raw"], args.requests)
     split = summarize("splitter", rounds["splitter"], args.requests)
     ratio = split.median / raw.median
@@ -410,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{args.requests} concurrent requests, {args.rounds} rounds per arm after 1 warm-up, "
         f"server: {args.server}"
+        + (f", heap frozen after the warm-up ({frozen} objects)" if args.freeze else "")
     )
     print(f"{load_before} before, {load_after} after ({os.cpu_count()} CPUs)")
     print(
@@ -433,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "requests": args.requests,
             "rounds": args.rounds,
             "server": args.server,
+            "freeze": args.freeze,
+            "frozen_objects": frozen,
             "raw": asdict(raw),
             "splitter": asdict(split),
             "ratio": ratio,

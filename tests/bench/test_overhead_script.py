@@ -55,3 +55,17 @@ def test_overhead_script_runs_without_a_server(tmp_path: Path, run_bench: RunBen
     assert "own_us_per_request_without_gc" in saved
     assert saved["raw"]["full_collections"] >= 0
     assert "without the GC's time" in proc.stdout
+
+
+def test_overhead_script_freezes_the_heap_when_asked(tmp_path: Path, run_bench: RunBench) -> None:
+    """``--freeze`` freezes the warmed-up heap before the measured rounds (openai, pydantic
+    and httpx: tens of thousands of objects) and says so; without it nothing is frozen."""
+    frozen, plain = tmp_path / "frozen.json", tmp_path / "plain.json"
+    args = ("overhead.py", "--server", "mock", "--requests", "16", "--rounds", "1", "--json")
+    proc = run_bench(*args, str(frozen), "--freeze")
+    assert "heap frozen after the warm-up" in proc.stdout, proc.stdout
+    saved = json.loads(frozen.read_text())
+    assert saved["freeze"] is True
+    assert saved["frozen_objects"] > 10_000
+    run_bench(*args, str(plain))
+    assert json.loads(plain.read_text())["frozen_objects"] == 0
