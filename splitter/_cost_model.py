@@ -10,7 +10,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ServiceEstimate", "simulate"]
+__all__ = ["CACHE_SPEEDUP", "ServiceEstimate", "simulate"]
+
+CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper than another
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,9 @@ class ServiceEstimate:
     # Prompt tokens per second for a prefix the engine's cache holds; None: no cache seen
     # (cached tokens cost what the others do).
     cached_rate: float | None = None
+    # The cache is per slot (llama-server's): a prefix is reused only by a request that
+    # takes the slot holding it, never by one sent beside the request that holds it.
+    cache_per_slot: bool = False
 
     def prefill(self, input_tokens: float, cached_tokens: float = 0.0) -> float:
         """Seconds one request's prefill takes alone, ``cached_tokens`` of its input
@@ -62,6 +67,7 @@ def simulate(
     ready: Sequence[float],
     estimate: ServiceEstimate,
     concurrency: int,
+    queued_inputs: Sequence[float] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Event simulation of the cost model: each request's start and finish time.
 
@@ -75,11 +81,15 @@ def simulate(
     ``produced`` reaches ``p + O``. Each event is O(log k).
 
     ``inputs`` are in tokens prefilled at ``prefill_rate`` (a cached prefix counted as what
-    it costs at that rate). With ``prefill_share`` > 0, concurrent prefills share the
-    engine's compute (:func:`_simulate_shared`).
+    it costs at that rate). ``queued_inputs``, where given, is what each costs instead if it
+    waits at the server for an engine slot: the slot it gets was freed by another of the
+    plan's requests, so a prefix they share is in the engine's cache (in a slot's own cache,
+    as llama-server keeps them, as in a shared one). With ``prefill_share`` > 0, concurrent
+    prefills share the engine's compute (:func:`_simulate_shared`).
     """
     if estimate.prefill_share > 0:
-        return _simulate_shared(inputs, outputs, ready, estimate, concurrency)
+        return _simulate_shared(inputs, outputs, ready, estimate, concurrency, queued_inputs)
+    queued_cost = inputs if queued_inputs is None else queued_inputs
     n = len(inputs)
     half_rtt = estimate.rtt / 2
     server_slots = estimate.slots if estimate.slots is not None else n
@@ -111,7 +121,7 @@ def simulate(
             push(events, (now + half_rtt, 1, i))
             if queue:
                 j = queue.popleft()
-                push(events, (now + (ttft0 + inputs[j] / prefill_rate), 0, j))
+                push(events, (now + (ttft0 + queued_cost[j] / prefill_rate), 0, j))
             else:
                 engine_free += 1
         elif t_next == t_event:
@@ -139,6 +149,7 @@ def _simulate_shared(
     ready: Sequence[float],
     estimate: ServiceEstimate,
     concurrency: int,
+    queued_inputs: Sequence[float] | None = None,
 ) -> tuple[list[float], list[float]]:
     """:func:`simulate` with compute-bound prefill: the prefills under way advance together,
     each at ``1 / (1 + prefill_share * (p - 1))`` of its alone speed while p run. Tracked as
@@ -158,8 +169,10 @@ def _simulate_shared(
     now = produced = primed = 0.0
     free, upcoming, engine_free = concurrency, 0, server_slots
 
-    def admit(i: int) -> None:
-        push(prefilling, (primed + estimate.ttft0 + inputs[i] / estimate.prefill_rate, i))
+    queued_cost = inputs if queued_inputs is None else queued_inputs
+
+    def admit(i: int, cost: Sequence[float] = inputs) -> None:
+        push(prefilling, (primed + estimate.ttft0 + cost[i] / estimate.prefill_rate, i))
 
     while upcoming < n or events or decoding or prefilling:
         t_start = max(now, ready[upcoming]) if free and upcoming < n else inf
@@ -181,7 +194,7 @@ def _simulate_shared(
             _, i = pop(decoding)
             push(events, (now + half_rtt, 1, i))
             if queue:
-                admit(queue.popleft())
+                admit(queue.popleft(), queued_cost)
             else:
                 engine_free += 1
         elif t_next == t_event:

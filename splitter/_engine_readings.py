@@ -28,6 +28,10 @@ from latencies alone, and works as before where a service tells nothing.
   reading); beyond it the time is the others' prefill, which the latency fit's prefill
   share prices.
 * **slots**: ``total_slots`` is how many sequences the server runs at once (``-np``).
+* **prefix cache**: ``cache_n`` prompt tokens were reused, and ``prompt_ms`` timed only the
+  other ``prompt_n``: once a reading has reused a prefix longer than the few tokens of a
+  system prompt (``_MIN_PREFILL_TOKENS``), a cached token is taken to cost nothing the
+  engine times (``ServiceEstimate.cached_rate`` at its bound).
 
 The latency fit's fixed term (``ttft0``) is then moved by what the told terms change in the
 fit's prediction of a typical request (the readings' mean prompt, answer and concurrency):
@@ -46,7 +50,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from ._cost_model import ServiceEstimate
+from ._cost_model import CACHE_SPEEDUP, ServiceEstimate
 
 __all__ = ["EngineReadings", "EngineTimings", "slots_of", "timings_of"]
 
@@ -143,6 +147,7 @@ class EngineReadings:
         # The same for prefill's per-token ms (the prefill share's fit).
         self._pxtx = [[0.0, 0.0], [0.0, 0.0]]
         self._pxty = [0.0, 0.0]
+        self.cache_reused = False  # a reading reused a prefix of _MIN_PREFILL_TOKENS or more
 
     def told_slots(self, slots: int) -> None:
         """The server's ``total_slots`` (``GET /props``)."""
@@ -172,7 +177,10 @@ class EngineReadings:
     def _fold(self, t: EngineTimings, running: float) -> None:
         self.readings += 1
         self._news = True
-        seen = (1.0, t.prompt_n + t.cache_n, t.predicted_n, running)
+        if t.cache_n >= _MIN_PREFILL_TOKENS:
+            self.cache_reused = True
+        # The latency fit it is shifted against counts uncached prompt tokens, as these do.
+        seen = (1.0, t.prompt_n, t.predicted_n, running)
         self._typical = [s * _DECAY + x for s, x in zip(self._typical, seen, strict=True)]
         if t.prompt_n >= _MIN_PREFILL_TOKENS and t.prompt_ms > 0:
             sums = (self._all, self._alone) if running <= _ALONE else (self._all,)
@@ -208,9 +216,12 @@ class EngineReadings:
         rate = self.prefill_rate
         tpot1, beta = self._decode(estimate) or (estimate.tpot1, estimate.beta)
         share = self.prefill_share
+        prefill_rate = estimate.prefill_rate if rate is None else rate
+        cached_rate = prefill_rate * CACHE_SPEEDUP if self.cache_reused else estimate.cached_rate
         told = dataclasses.replace(
             estimate,
-            prefill_rate=estimate.prefill_rate if rate is None else rate,
+            prefill_rate=prefill_rate,
+            cached_rate=cached_rate,
             prefill_share=estimate.prefill_share
             if share is None
             else max(share, estimate.prefill_share),

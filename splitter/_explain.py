@@ -35,6 +35,8 @@ def explain_plan(plan: Plan) -> str:
         service += f", prefill share {e.prefill_share:.2f}"
         if e.cached_rate is not None:
             service += f", cached prefill {e.cached_rate:.0f} tok/s"
+            if e.cache_per_slot:
+                service += " (per-slot cache)"
     lines.append(service)
     if plan.agreement is not None:
         lines.append(plan.agreement.describe(plan.min_agreement))

@@ -122,13 +122,18 @@ def plan_wave(
     # A re-ask costs a round trip and a first token before its own answer: in tokens of
     # decode time, that lead is (rtt + ttft0) / tpot1.
     repair = Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
+    # Every request begins with the batch's system prompt and context unless a question
+    # brings its own: then a request queued at the server finds that prefix cached.
+    shared = preamble_tokens if len({it.shape for it in items}) == 1 else 0
     candidates = tuple(
-        _price([*ahead, *groups], estimate, budget, concurrency)
+        _price([*ahead, *groups], estimate, budget, concurrency, shared_prefix=shared)
         for groups in groupings(rest, policy, preamble_tokens, repair, distrusted)
-    ) or (_price(ahead, estimate, budget, concurrency),)
+    ) or (_price(ahead, estimate, budget, concurrency, shared_prefix=shared),)
     candidates = primed_candidates(
         candidates, items, policy, preamble_tokens, estimate,
-        lambda groups, shared: _price(groups, estimate, budget, concurrency, shared),
+        lambda groups, shared: _price(
+            groups, estimate, budget, concurrency, shared, shared_prefix=shared
+        ),
     )  # fmt: skip
     # A merged request that can never fit the token budget or the context is not a plan.
     limit = _request_limit(budget, policy)
@@ -182,19 +187,24 @@ def _price(
     budget: BudgetSnapshot,
     concurrency: int,
     primed: int | None = None,
+    *,
+    shared_prefix: int = 0,
 ) -> Candidate:
     """Predict the schedule: longest request first, each started when a slot and the budget
     allow, decoding in a shared batch whose per-token time grows with its size. ``primed``:
-    the shared prefix's tokens, when the rest wait for the first's first token (``_primed``)."""
+    the shared prefix's tokens, when the rest wait for the first's first token (``_primed``).
+    ``shared_prefix``: the tokens every request begins with, served from the engine's cache
+    to a request that waits for an engine slot (one the plan's own requests held)."""
     order = _longest_groups_first(groups)
     ready = _budget_ready(order, budget)
     waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
     if primed is not None or estimate.prefill_share or len(order) <= _FLUID_UP_TO:
         inputs: list[float] = [g.input_tokens for g in order]
         outputs = [g.output_tokens for g in order]
+        queued = _queued_inputs(inputs, estimate, shared_prefix)
         if primed is not None:
             inputs, ready = primed_schedule(inputs, ready, estimate, primed)
-        starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency)
+        starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency, queued)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
     cost = sum(map(_INPUT, order)) + sum(map(_OUTPUT, order))
@@ -207,6 +217,19 @@ def _price(
         budget_wait=waited,
         primed=primed is not None,
     )
+
+
+def _queued_inputs(
+    inputs: list[float], estimate: ServiceEstimate, shared: int
+) -> list[float] | None:
+    """What each request's prefill costs, in tokens at the uncached rate, if it waits at
+    the server for a slot: its ``shared`` prefix read from the cache. None where no request
+    can wait (no slot count learned, or no more requests than slots) or no cache was seen."""
+    slots = estimate.slots
+    if shared <= 0 or estimate.cached_rate is None or slots is None or len(inputs) <= slots:
+        return None
+    prefill, ttft0, rate = estimate.prefill, estimate.ttft0, estimate.prefill_rate
+    return [(prefill(t, min(shared, t)) - ttft0) * rate for t in inputs]
 
 
 def _longest_groups_first(groups: list[Group]) -> list[Group]:

@@ -30,9 +30,14 @@ def primed_schedule(
 ) -> tuple[list[float], list[float]]:
     """The requests' prefill work and ready times when the first goes alone and the rest
     at its first token: each follower's ``shared`` prefix tokens priced at the cache's rate,
-    converted to tokens at the engine's uncached rate (what :func:`simulate` reads)."""
+    converted to tokens at the engine's uncached rate (what :func:`simulate` reads). On a
+    per-slot cache (``ServiceEstimate.cache_per_slot``) a follower pays its whole prompt:
+    the slot holding the prefix is the first request's, busy decoding."""
     first = ready[0] + estimate.rtt + estimate.prefill(inputs[0])
     work = [float(inputs[0])]
+    if estimate.cache_per_slot:
+        work += [float(tokens) for tokens in inputs[1:]]
+        return work, [ready[0], *(max(r, first) for r in ready[1:])]
     for tokens in inputs[1:]:
         seconds = estimate.prefill(tokens, min(shared, tokens)) - estimate.ttft0
         work.append(seconds * estimate.prefill_rate)

@@ -17,7 +17,7 @@ import anyio
 
 from ._budget import Budget
 from ._endpoint import Endpoint
-from ._estimate import count_tokens
+from ._estimate import count_tokens, preamble_tokens
 from ._events import Emitter
 from ._exceptions import DeadlineExceededError, SplitterError
 from ._openai import OpenAIBackend
@@ -92,11 +92,15 @@ class RunState:
         self.plan_groups = groups
         self.head: int | None = None  # the answer the others wait for (streamed or primed)
         self.head_started: anyio.Event | None = None
+        # Prompt tokens the requests sent after the head's first token share with it (the
+        # system message); what the cache serves of them teaches its scope.
+        self.follows = 0
         if plan.chosen.primed and len(groups) > 1:
             # Primed fan-out: the others go at the first's first token (its prefill done),
             # so the engine's prefix cache holds the shared prefix when they reach it.
             self.head = groups[0].indexes[0]
             self.head_started = anyio.Event()
+            self.follows = preamble_tokens(spec)
 
     def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
         self.relay, self.positions = relay, positions
@@ -113,6 +117,7 @@ class RunState:
             # seldom delays what is shown.
             self.head = groups[0].indexes[0]
             self.head_started = anyio.Event()
+            self.follows = preamble_tokens(self.spec)
 
     def reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens."""

@@ -163,7 +163,8 @@ class Sender:
         if budget is not None and reservation is not None:
             used = completion.usage.total_tokens
             await budget.settle(reservation, completion.headers, used_tokens=used)
-        self._learn(completion, shared, sent_at, fit)
+        follows = run.follows if run.head_started is not None and streamed != run.head else 0
+        self._learn(completion, shared, sent_at, fit, follows)
         return completion
 
     async def _failed(
@@ -284,6 +285,7 @@ class Sender:
         shared: Mapping[int | None, tuple[Reading, ...]],
         sent_at: float,
         fit: bool,
+        follows: int,
     ) -> None:
         endpoint = self.run.endpoint
         processing_ms = parse_count(completion.headers.get("openai-processing-ms"))
@@ -299,6 +301,7 @@ class Sender:
                 idle=endpoint.meter.in_flight == 0,
                 processing=None if processing_ms is None else processing_ms / 1000,
                 fit=fit,
+                follows=follows,
             )
         )
 

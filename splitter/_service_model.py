@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cost_model import ServiceEstimate, simulate
+from ._cost_model import CACHE_SPEEDUP, ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
 from ._service_fit import _DECAY, _SETTLED, FEATURES, Theta, _dot, _Fit
@@ -51,7 +51,9 @@ _MIN_SHARE = 0.05
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
-_CACHE_SPEEDUP = 1000.0  # a cached token is at most this many times cheaper than another
+# A shared prefix shorter than this tells nothing of the cache's scope: llama-server's slots
+# reuse a system prompt's few tokens for every request.
+_MIN_FOLLOWED = 32
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 # Slot counts are scored on every episode until this many have been, then on one in
 # _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
@@ -115,6 +117,10 @@ class Observation:
     # Folded into the fits (False: one :meth:`ServiceModel.sample` left out; its queue was
     # not read, and it counts only in the episode replayed to score the slot counts).
     fit: bool = True
+    # Sent once another request of its batch, with these prompt tokens in common, had its
+    # first token (primed fan-out, or the others of an ordered stream): what the cache
+    # served of them says whether the cache is shared or each slot's own. 0: not such.
+    follows: int = 0
 
 
 class ServiceModel:
@@ -142,8 +148,12 @@ class ServiceModel:
             tuple[list[tuple[float, float, int, int]], list[tuple[_Fit, ServiceEstimate | None]]]
         ] = []
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
-        # Decayed sums of (seconds, tokens) read from the prefix cache: its cost per token.
-        self._cached_time = [0.0, 0.0]
+        # The prefix cache's cost per token, fitted through the origin: decayed sums of
+        # cached tokens x seconds left unexplained, and of cached tokens squared.
+        self._cached_fit = [0.0, 0.0]
+        # Decayed counts of followers (Observation.follows) the cache served their shared
+        # prefix to, and of those it did not (a per-slot cache: the slot holding it was busy).
+        self._followers = [0.0, 0.0]
 
     def sample(self) -> bool:
         """Whether the response to a request about to be sent is to be folded into the fits
@@ -157,6 +167,11 @@ class ServiceModel:
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
         self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency)
+        if obs.follows >= _MIN_FOLLOWED:
+            served = obs.cached_tokens >= obs.follows / 2
+            self._followers = [c * _DECAY for c in self._followers]
+            self._followers[0 if served else 1] += 1
+            self._cached = None
         if obs.latency <= 0 or not math.isfinite(obs.latency):
             return
         includes_rtt = obs.processing is None
@@ -186,7 +201,7 @@ class ServiceModel:
         rtt = self._rtt_sum / self._rtt_weight if self._rtt_weight else 0.0
         no_limit = queue.get(None, ((0.0, obs.concurrency),))[0]
         if obs.cached_tokens > 0:
-            self._learn_cached(obs, target, no_limit[1])
+            self._learn_cached(obs, target, queue, None if includes_rtt else rtt)
         extra = no_limit[1] - 1
         x = (1.0, fresh, obs.output_tokens, obs.output_tokens * extra, fresh * extra)
         predicted = _dot(x, self._prior_theta(includes_rtt))
@@ -214,31 +229,54 @@ class ServiceModel:
         self.observations += 1
         self._cached = None
 
-    def _learn_cached(self, obs: Observation, target: float, running: float) -> None:
-        """What a cached prompt token costs: the time the model (before this response)
-        leaves unexplained once the uncached prompt, the answer and the fixed terms are
-        paid, shared over the cached tokens (none left: the cache is nearly free)."""
+    def _learn_cached(
+        self,
+        obs: Observation,
+        target: float,
+        queue: Mapping[int | None, tuple[Reading, ...]],
+        rtt: float | None,
+    ) -> None:
+        """What a cached prompt token costs: the slope, through the origin, of the time
+        the model (before this response) leaves unexplained once the uncached prompt, the
+        answer and the fixed terms are paid, against the cached tokens (none left: the cache
+        is nearly free). A least-squares slope, so a response with a long cached prefix
+        weighs as its length squared: the few tokens of a system prompt served from the
+        cache (llama-server's slots hand them to every request) cannot share out a whole
+        response's queueing and noise as if it were the cache's cost. The time it waited
+        for an engine slot is not the cache's either (a request that waited for one finds
+        its siblings' prefix cached): of the meter's readings for the slot count learned,
+        the shorter wait, so the cache is credited only with what every reading leaves.
+        ``rtt``: the round trip to take off a wait timed on our clock (None: ``target`` is
+        the whole latency)."""
         e = self.estimate()
+        readings = queue.get(e.slots) or ((0.0, obs.concurrency),)
+        wait, running = min(readings)
+        if rtt is not None:
+            wait = max(0.0, wait - rtt)
         if e.slots is not None:
             running = min(running, e.slots)
         fresh = obs.input_tokens - obs.cached_tokens
         shared = 1 + e.prefill_share * max(0.0, running - 1)
-        known = e.ttft0 + fresh / e.prefill_rate * shared + obs.output_tokens * e.tpot(running)
+        known = (
+            wait + e.ttft0 + fresh / e.prefill_rate * shared + obs.output_tokens * e.tpot(running)
+        )
         left = max(0.0, target - known)
-        sums = self._cached_time
-        sums[0] = sums[0] * _DECAY + left
-        sums[1] = sums[1] * _DECAY + obs.cached_tokens
+        cached = float(obs.cached_tokens)
+        sums = self._cached_fit
+        sums[0] = sums[0] * _DECAY + cached * left
+        sums[1] = sums[1] * _DECAY + cached * cached
         self._cached = None
 
     def _cached_rate(self, prefill_rate: float) -> float | None:
         """Cached prompt tokens per second: learned once the cache served, else the prior's
-        (at most ``_CACHE_SPEEDUP`` times the uncached rate, which a rounding error in the
+        (at most ``CACHE_SPEEDUP`` times the uncached rate, which a rounding error in the
         cached time cannot then make endless)."""
-        seconds, tokens = self._cached_time
-        if tokens <= 0:
+        moment, weight = self._cached_fit
+        if weight <= 0:
             return self.prior.cached_rate
-        fastest = prefill_rate * _CACHE_SPEEDUP
-        return fastest if seconds * fastest <= tokens else tokens / seconds
+        seconds_per_token = moment / weight
+        fastest = prefill_rate * CACHE_SPEEDUP
+        return fastest if seconds_per_token * fastest <= 1 else 1 / seconds_per_token
 
     def _score_slots(self) -> None:
         """Replay the requests that overlapped since the service was last idle under each
@@ -363,6 +401,7 @@ class ServiceModel:
             slots=slots,
             prefill_share=share if share >= _MIN_SHARE else 0.0,
             cached_rate=self._cached_rate(prefill_rate),
+            cache_per_slot=self._followers[1] > self._followers[0],
         )
 
     # -- persistence ---------------------------------------------------------------------
@@ -379,7 +418,8 @@ class ServiceModel:
                 "observations": self.observations,
                 "prior": self.prior.model_dump(),
                 "limits": self.limits,
-                "cached_time": self._cached_time,
+                "cached_fit": self._cached_fit,
+                "followers": self._followers,
             }
         )
 
@@ -405,7 +445,13 @@ class ServiceModel:
         model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
         model.observations = int(data["observations"])
         model.limits = dict(data.get("limits") or {})
-        model._cached_time = [float(v) for v in data.get("cached_time", (0.0, 0.0))]
+        model._followers = [float(v) for v in data.get("followers", (0.0, 0.0))]
+        if "cached_fit" in data:
+            model._cached_fit = [float(v) for v in data["cached_fit"]]
+        elif "cached_time" in data:  # saved before the slope: (seconds, tokens) summed
+            seconds, tokens = (float(v) for v in data["cached_time"])
+            # The same cost per token, weighed as readings of one token: new ones soon win.
+            model._cached_fit = [seconds, tokens]
         return model
 
     def save(self, path: str | Path) -> None:
