@@ -35,9 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cost_model import CACHE_SPEEDUP, ServiceEstimate, simulate
+from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
 from ._meter import SLOT_CANDIDATES, Reading
+from ._prefix_cache import PrefixCacheRecord
 from ._service_fit import _DECAY, _SETTLED, FEATURES, Theta, _dot, _Fit
 
 __all__ = ["Observation", "ServiceModel", "ServicePrior"]
@@ -51,9 +52,6 @@ _MIN_SHARE = 0.05
 # A slot limit must leave at most this share of the prediction error "no limit" leaves:
 # noise alone must not invent a queue.
 _SLOTS_EVIDENCE = 0.7
-# A shared prefix shorter than this tells nothing of the cache's scope: llama-server's slots
-# reuse a system prompt's few tokens for every request.
-_MIN_FOLLOWED = 32
 _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 # Slot counts are scored on every episode until this many have been, then on one in
 # _SCORE_EVERY (an episode skipped is dropped whole, so the errors stay comparable).
@@ -148,12 +146,7 @@ class ServiceModel:
             tuple[list[tuple[float, float, int, int]], list[tuple[_Fit, ServiceEstimate | None]]]
         ] = []
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
-        # The prefix cache's cost per token, fitted through the origin: decayed sums of
-        # cached tokens x seconds left unexplained, and of cached tokens squared.
-        self._cached_fit = [0.0, 0.0]
-        # Decayed counts of followers (Observation.follows) the cache served their shared
-        # prefix to, and of those it did not (a per-slot cache: the slot holding it was busy).
-        self._followers = [0.0, 0.0]
+        self.prefix_cache = PrefixCacheRecord()  # its cost per token and its scope
 
     def sample(self) -> bool:
         """Whether the response to a request about to be sent is to be folded into the fits
@@ -167,10 +160,7 @@ class ServiceModel:
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
         self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency)
-        if obs.follows >= _MIN_FOLLOWED:
-            served = obs.cached_tokens >= obs.follows / 2
-            self._followers = [c * _DECAY for c in self._followers]
-            self._followers[0 if served else 1] += 1
+        if obs.follows and self.prefix_cache.followed(obs.follows, obs.cached_tokens):
             self._cached = None
         if obs.latency <= 0 or not math.isfinite(obs.latency):
             return
@@ -236,18 +226,12 @@ class ServiceModel:
         queue: Mapping[int | None, tuple[Reading, ...]],
         rtt: float | None,
     ) -> None:
-        """What a cached prompt token costs: the slope, through the origin, of the time
-        the model (before this response) leaves unexplained once the uncached prompt, the
-        answer and the fixed terms are paid, against the cached tokens (none left: the cache
-        is nearly free). A least-squares slope, so a response with a long cached prefix
-        weighs as its length squared: the few tokens of a system prompt served from the
-        cache (llama-server's slots hand them to every request) cannot share out a whole
-        response's queueing and noise as if it were the cache's cost. The time it waited
-        for an engine slot is not the cache's either (a request that waited for one finds
-        its siblings' prefix cached): of the meter's readings for the slot count learned,
-        the shorter wait, so the cache is credited only with what every reading leaves.
-        ``rtt``: the round trip to take off a wait timed on our clock (None: ``target`` is
-        the whole latency)."""
+        """What a cached prompt token costs: the time the model (before this response)
+        leaves unexplained once the wait for an engine slot, the uncached prompt, the answer
+        and the fixed terms are paid, against the cached tokens (``PrefixCacheRecord.cost``).
+        The wait: of the meter's readings for the slot count learned, the shorter, so the
+        cache is credited only with what every reading leaves; ``rtt`` is taken off a wait
+        timed on our clock (None: ``target`` is the whole latency)."""
         e = self.estimate()
         readings = queue.get(e.slots) or ((0.0, obs.concurrency),)
         wait, running = min(readings)
@@ -260,23 +244,8 @@ class ServiceModel:
         known = (
             wait + e.ttft0 + fresh / e.prefill_rate * shared + obs.output_tokens * e.tpot(running)
         )
-        left = max(0.0, target - known)
-        cached = float(obs.cached_tokens)
-        sums = self._cached_fit
-        sums[0] = sums[0] * _DECAY + cached * left
-        sums[1] = sums[1] * _DECAY + cached * cached
+        self.prefix_cache.cost(obs.cached_tokens, max(0.0, target - known))
         self._cached = None
-
-    def _cached_rate(self, prefill_rate: float) -> float | None:
-        """Cached prompt tokens per second: learned once the cache served, else the prior's
-        (at most ``CACHE_SPEEDUP`` times the uncached rate, which a rounding error in the
-        cached time cannot then make endless)."""
-        moment, weight = self._cached_fit
-        if weight <= 0:
-            return self.prior.cached_rate
-        seconds_per_token = moment / weight
-        fastest = prefill_rate * CACHE_SPEEDUP
-        return fastest if seconds_per_token * fastest <= 1 else 1 / seconds_per_token
 
     def _score_slots(self) -> None:
         """Replay the requests that overlapped since the service was last idle under each
@@ -400,8 +369,8 @@ class ServiceModel:
             beta=min(2.0, max(0.0, slope / tpot1)),
             slots=slots,
             prefill_share=share if share >= _MIN_SHARE else 0.0,
-            cached_rate=self._cached_rate(prefill_rate),
-            cache_per_slot=self._followers[1] > self._followers[0],
+            cached_rate=self.prefix_cache.rate(prefill_rate, self.prior.cached_rate),
+            cache_per_slot=self.prefix_cache.per_slot,
         )
 
     # -- persistence ---------------------------------------------------------------------
@@ -418,8 +387,7 @@ class ServiceModel:
                 "observations": self.observations,
                 "prior": self.prior.model_dump(),
                 "limits": self.limits,
-                "cached_fit": self._cached_fit,
-                "followers": self._followers,
+                **self.prefix_cache.dump(),
             }
         )
 
@@ -445,13 +413,7 @@ class ServiceModel:
         model._log_ratio, model._ratio_weight = (float(v) for v in data["ratio"])
         model.observations = int(data["observations"])
         model.limits = dict(data.get("limits") or {})
-        model._followers = [float(v) for v in data.get("followers", (0.0, 0.0))]
-        if "cached_fit" in data:
-            model._cached_fit = [float(v) for v in data["cached_fit"]]
-        elif "cached_time" in data:  # saved before the slope: (seconds, tokens) summed
-            seconds, tokens = (float(v) for v in data["cached_time"])
-            # The same cost per token, weighed as readings of one token: new ones soon win.
-            model._cached_fit = [seconds, tokens]
+        model.prefix_cache = PrefixCacheRecord.load(data)
         return model
 
     def save(self, path: str | Path) -> None:
