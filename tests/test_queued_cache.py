@@ -12,6 +12,8 @@ The end-to-end tests run the simulator's llama-server-like engine on virtual tim
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from splitter import Limits, MergePolicy, Policy, Question, ServicePrior, Splitter
@@ -185,3 +187,14 @@ async def test_after_a_primed_batch_on_slot_caches_primed_is_priced_uncached() -
     fanout = next(c for c in plan.candidates if c.label == "fan-out")
     assert primed.latency >= fanout.latency
     assert plan.chosen.label != "primed fan-out"
+
+
+def test_a_model_saved_before_the_slope_keeps_its_cached_cost() -> None:
+    """A saved model's old (seconds, tokens) sums load as the same cost per cached token."""
+    model = ServiceModel(ServicePrior(weight=1e6, **ENGINE))  # type: ignore[arg-type]
+    saved = json.loads(model.dumps())
+    del saved["cached_fit"], saved["followers"]
+    saved["cached_time"] = [2.0, 8000.0]  # 4,000 cached tokens a second
+    loaded = ServiceModel.loads(json.dumps(saved))
+    assert loaded.estimate().cached_rate == pytest.approx(4000.0)
+    assert loaded.estimate().cache_per_slot is False
