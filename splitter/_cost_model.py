@@ -46,6 +46,14 @@ class ServiceEstimate:
         rate = max(self.cached_rate, self.prefill_rate)
         return self.ttft0 + fresh / self.prefill_rate + cached_tokens / rate
 
+    def prefill_work(self, input_tokens: float, cached_tokens: float) -> float:
+        """One request's prefill in tokens at the uncached rate (what :func:`simulate`
+        reads), ``cached_tokens`` of its input served from the cache."""
+        if cached_tokens <= 0:
+            return float(input_tokens)
+        seconds = self.prefill(input_tokens, min(cached_tokens, input_tokens)) - self.ttft0
+        return seconds * self.prefill_rate
+
     def tpot(self, concurrency: float) -> float:
         """Seconds per output token while ``concurrency`` sequences decode together."""
         return self.tpot1 * (1 + self.beta * max(0.0, concurrency - 1))

@@ -228,8 +228,7 @@ def _queued_inputs(
     slots = estimate.slots
     if shared <= 0 or estimate.cached_rate is None or slots is None or len(inputs) <= slots:
         return None
-    prefill, ttft0, rate = estimate.prefill, estimate.ttft0, estimate.prefill_rate
-    return [(prefill(t, min(shared, t)) - ttft0) * rate for t in inputs]
+    return [estimate.prefill_work(t, shared) for t in inputs]
 
 
 def _longest_groups_first(groups: list[Group]) -> list[Group]:

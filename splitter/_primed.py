@@ -34,13 +34,8 @@ def primed_schedule(
     per-slot cache (``ServiceEstimate.cache_per_slot``) a follower pays its whole prompt:
     the slot holding the prefix is the first request's, busy decoding."""
     first = ready[0] + estimate.rtt + estimate.prefill(inputs[0])
-    work = [float(inputs[0])]
-    if estimate.cache_per_slot:
-        work += [float(tokens) for tokens in inputs[1:]]
-        return work, [ready[0], *(max(r, first) for r in ready[1:])]
-    for tokens in inputs[1:]:
-        seconds = estimate.prefill(tokens, min(shared, tokens)) - estimate.ttft0
-        work.append(seconds * estimate.prefill_rate)
+    cached = 0 if estimate.cache_per_slot else shared
+    work = [float(inputs[0]), *(estimate.prefill_work(t, cached) for t in inputs[1:])]
     return work, [ready[0], *(max(r, first) for r in ready[1:])]
 
 

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -45,9 +46,7 @@ async def test_at_most_the_limit_in_flight_and_slots_go_in_arrival_order() -> No
     limit = AdaptiveConcurrency(2)
     holders = _Holders(limit)
     async with anyio.create_task_group() as tg:
-        for name in "abcde":  # one at a time, so the arrival order is known
-            tg.start_soon(holders.hold, name)
-            await _settle()
+        await _arrive(tg, holders, "abcde")
         assert holders.holding == {"a", "b"}
         assert limit.in_flight == 2
         for released, expected in (("a", {"b", "c"}), ("c", {"b", "d"}), ("b", {"d", "e"})):
@@ -104,6 +103,13 @@ async def test_a_waiter_granted_a_slot_and_cancelled_at_once_passes_it_on() -> N
         holders.let_go("c")
     assert holders.ever_held == {"c"}
     assert limit.in_flight == 0
+
+
+async def _arrive(tg: anyio.abc.TaskGroup, holders: _Holders, names: str) -> None:
+    """Start a holder for each of ``names``, one at a time, so the arrival order is known."""
+    for name in names:
+        tg.start_soon(holders.hold, name)
+        await _settle()
 
 
 async def _settle() -> None:
@@ -222,9 +228,7 @@ async def test_after_a_cut_a_release_grants_nothing_until_under_the_new_limit() 
     limit = AdaptiveConcurrency(4)
     holders = _Holders(limit)
     async with anyio.create_task_group() as tg:
-        for name in "abcde":
-            tg.start_soon(holders.hold, name)
-            await _settle()
+        await _arrive(tg, holders, "abcde")
         assert holders.holding == {"a", "b", "c", "d"}
         limit.on_overload()  # 4 -> 2, with 4 in flight and e waiting
         assert limit.current == 2
