@@ -1,6 +1,7 @@
 """The requests a candidate plan sends: questions grouped by shape, k groups balanced by
 expected output (longest first onto the lightest open group, as LPT scheduling does), and
-each group's tokens in and out as one request (``Group``)."""
+each group's tokens in and out as one request (``Group``), or a candidate's requests as
+columns (``Requests``: what pricing reads, with no object per request)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ __all__ = [
     "Group",
     "PlanItem",
     "Repair",
+    "Requests",
     "balanced_groups",
+    "balanced_requests",
     "group_of",
     "groupings",
     "new_plan_item",
@@ -85,6 +88,59 @@ def _new_group(
     return group
 
 
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """A candidate's requests as columns, one entry per request, in the order they are sent.
+
+    A plan prices several candidates and sends one: the others' requests are read only as
+    sums (and by ``explain()``), so a ``Group`` is made only for what is read (``groups``).
+    """
+
+    indexes: Sequence[tuple[int, ...]]  # each request's questions, in input order
+    input_tokens: Sequence[int]
+    output_tokens: Sequence[int]  # expected
+    max_tokens: Sequence[int | None]
+    # Known to be longest first already (fan-out's, from questions sorted so): not re-sorted.
+    longest_first: bool = False
+
+    def __len__(self) -> int:
+        return len(self.indexes)
+
+    def groups(self) -> tuple[Group, ...]:
+        return tuple(
+            map(_new_group, self.indexes, self.input_tokens, self.output_tokens, self.max_tokens)
+        )
+
+    def reordered(self, order: Sequence[int]) -> Requests:
+        """These requests in ``order`` (positions into them)."""
+        return Requests(
+            [self.indexes[i] for i in order],
+            [self.input_tokens[i] for i in order],
+            [self.output_tokens[i] for i in order],
+            [self.max_tokens[i] for i in order],
+        )
+
+    @staticmethod
+    def of(groups: Sequence[Group]) -> Requests:
+        return Requests(
+            [g.indexes for g in groups],
+            [g.input_tokens for g in groups],
+            [g.output_tokens for g in groups],
+            [g.max_tokens for g in groups],
+        )
+
+    @staticmethod
+    def joined(parts: Sequence[Requests]) -> Requests:
+        if len(parts) == 1:
+            return parts[0]
+        return Requests(
+            [i for part in parts for i in part.indexes],
+            [t for part in parts for t in part.input_tokens],
+            [t for part in parts for t in part.output_tokens],
+            [t for part in parts for t in part.max_tokens],
+        )
+
+
 _SET_ITEM_FIELDS = tuple(
     PlanItem.__dict__[name].__set__
     for name in ("index", "input_tokens", "output_tokens", "max_tokens", "shape", "preamble")
@@ -115,7 +171,7 @@ def new_plan_item(
 
 def groupings(
     items: list[PlanItem], policy: Policy, preamble: int, repair: Repair, distrusted: bool
-) -> Iterator[list[Group]]:
+) -> Iterator[Requests]:
     """Each candidate's requests. Questions of one shape (the usual case): every k from
     ``_candidate_ks``. Of several shapes: each shape grouped on its own, the same largest
     group size for all, for every size up to the merge cap."""
@@ -123,7 +179,7 @@ def groupings(
         longest_first = _longest_first(items)
         answer_caps = answer_caps_of(longest_first, policy)
         for k in _candidate_ks(len(items), policy, distrusted) if items else []:
-            yield balanced_groups(longest_first, k, policy, preamble, repair, answer_caps)
+            yield balanced_requests(longest_first, k, policy, preamble, repair, answer_caps)
         return
     shapes: dict[Hashable, list[PlanItem]] = {}
     for item in items:
@@ -133,11 +189,12 @@ def groupings(
         ks = tuple(math.ceil(len(members) / size) for members in shapes.values())
         if ks not in seen:
             seen.add(ks)
-            yield [
-                group
-                for members, k in zip(shapes.values(), ks, strict=True)
-                for group in balanced_groups(_longest_first(members), k, policy, preamble, repair)
-            ]
+            yield Requests.joined(
+                [
+                    balanced_requests(_longest_first(members), k, policy, preamble, repair)
+                    for members, k in zip(shapes.values(), ks, strict=True)
+                ]
+            )
 
 
 def _longest_first(items: list[PlanItem]) -> list[PlanItem]:
@@ -194,18 +251,31 @@ def balanced_groups(
 ) -> list[Group]:
     """k groups balanced by expected output: longest first onto the lightest open group.
     ``longest_first`` are of one shape; ``answer_caps`` are theirs (``answer_caps_of``)."""
+    return list(balanced_requests(longest_first, k, policy, preamble, repair, answer_caps).groups())
+
+
+def balanced_requests(
+    longest_first: list[PlanItem],
+    k: int,
+    policy: Policy,
+    preamble: int,
+    repair: Repair,
+    answer_caps: list[int] | None = None,
+) -> Requests:
+    """``balanced_groups`` as columns, in the same order."""
     if k == len(longest_first):  # fan-out: group_of's single case, inlined (once per question)
-        return [
-            _new_group(
-                (it.index,),
-                it.input_tokens + (preamble if it.preamble is None else it.preamble),
-                it.output_tokens,
-                it.max_tokens,
-            )
-            for it in longest_first
-        ]
+        return Requests(
+            [(it.index,) for it in longest_first],
+            [
+                it.input_tokens + (preamble if it.preamble is None else it.preamble)
+                for it in longest_first
+            ],
+            [it.output_tokens for it in longest_first],
+            [it.max_tokens for it in longest_first],
+            longest_first=True,
+        )
     if repair.success < 1:  # a re-ask priced per group: from its members, as group_of does
-        return _balanced_members(longest_first, k, policy, preamble, repair)
+        return Requests.of(_balanced_members(longest_first, k, policy, preamble, repair))
     if answer_caps is None:
         answer_caps = answer_caps_of(longest_first, policy)
     cap = policy.merge.max_per_request
@@ -247,7 +317,8 @@ def balanced_groups(
             outputs[g] = key // k + out  # full: its load, as it leaves the heap
     for key in heap:  # the groups still open
         outputs[key % k] = key // k
-    groups = []
+    made: tuple[list[Any], ...] = ([], [], [], [])
+    add_indexes, add_input, add_output, add_max = (column.append for column in made)
     for g, members in enumerate(indexes):
         first = firsts[g]
         if first is None:
@@ -255,21 +326,19 @@ def balanced_groups(
         head = preamble if first.preamble is None else first.preamble
         m = len(members)
         if m == 1:
-            groups.append(
-                _new_group((first.index,), head + inputs[g], outputs[g], first.max_tokens)
-            )
+            add_indexes((first.index,))
+            add_input(head + inputs[g])
+            add_output(outputs[g])
+            add_max(first.max_tokens)
             continue
         members.sort()
         markers = ANSWER_MARKER_TOKENS * m
-        groups.append(
-            _new_group(
-                tuple(members),
-                head + INSTRUCTION_TOKENS + inputs[g] + MARKER_TOKENS * m,
-                outputs[g] + markers,
-                caps[g] + markers,
-            )
-        )
-    return groups
+        add_indexes(tuple(members))
+        add_input(head + INSTRUCTION_TOKENS + inputs[g] + MARKER_TOKENS * m)
+        add_output(outputs[g] + markers)
+        add_max(caps[g] + markers)
+    indexes_made, inputs_made, outputs_made, caps_made = made
+    return Requests(indexes_made, inputs_made, outputs_made, caps_made)
 
 
 def answer_caps_of(longest_first: list[PlanItem], policy: Policy) -> list[int]:

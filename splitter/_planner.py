@@ -11,15 +11,14 @@ max_tokens fit in the token budget (TPM). The objective picks among the candidat
 from __future__ import annotations
 
 import heapq
-import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._budget import BudgetSnapshot
 from ._canary import Agreement
 from ._cost_model import ServiceEstimate, simulate
 from ._explain import explain_plan
-from ._groups import Group, PlanItem, Repair, group_of, groupings
+from ._groups import Group, PlanItem, Repair, Requests, group_of, groupings
 from ._policy import Policy, Strategy, Weighted
 from ._primed import primed_candidates, primed_schedule
 
@@ -32,9 +31,6 @@ _LATENCY_TIE = 0.02  # candidates within 2% of the fastest count as equally fast
 # Past this many requests the batch is full nearly all the time, and a constant batch size
 # predicts as well as the event simulation at a fraction of the cost.
 _FLUID_UP_TO = 128
-_INDEXES = operator.attrgetter("indexes")
-_INPUT = operator.attrgetter("input_tokens")
-_OUTPUT = operator.attrgetter("output_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +41,36 @@ class Candidate:
     each one's predicted times, in seconds from now.
     """
 
-    groups: tuple[Group, ...]
+    requests: Requests  # the groups as columns: what pricing reads
     starts: tuple[float, ...]
     finishes: tuple[float, ...]
     latency: float
     cost: int
-    budget_wait: float  # the longest any request waits for the rate-limit budget
+    budget_wait: float  # the longest any request waits for the rate limit budget
     primed: bool = False  # the first request goes alone; the rest at its first token
+    # The Groups, made when first read: a plan prices several candidates and sends one.
+    _made: list[tuple[Group, ...]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        made = self._made
+        if not made:
+            made.append(self.requests.groups())
+        return made[0]
 
     @property
     def k(self) -> int:
-        return len(self.groups)
+        return len(self.requests)
 
     @property
     def label(self) -> str:
         if self.primed:
             return "primed fan-out"
-        if self.k == 1 and self.groups[0].merged:
+        if self.k == 1 and len(self.requests.indexes[0]) > 1:
             return "merge"
-        if max(map(len, map(_INDEXES, self.groups)), default=1) == 1:  # none merged
+        if max(map(len, self.requests.indexes), default=1) == 1:  # none merged
             return "fan-out"
         return f"{self.k} groups"
 
@@ -118,7 +125,7 @@ def plan_wave(
     apart = [it for it in items if it.index == alone] if alone is not None else []
     rest = [it for it in items if it.index != alone] if apart else list(items)
     distrusted = _distrusted(agreement, policy)
-    ahead = [group_of(apart, 0, 1.0, preamble_tokens)] if apart else []
+    ahead = [Requests.of([group_of(apart, 0, 1.0, preamble_tokens)])] if apart else []
     # A re-ask costs a round trip and a first token before its own answer: in tokens of
     # decode time, that lead is (rtt + ttft0) / tpot1.
     repair = Repair(merge_success, (estimate.rtt + estimate.ttft0) / max(estimate.tpot1, 1e-6))
@@ -126,13 +133,15 @@ def plan_wave(
     # brings its own: then a request queued at the server finds that prefix cached.
     shared = preamble_tokens if len({it.shape for it in items}) == 1 else 0
     candidates = tuple(
-        _price([*ahead, *groups], estimate, budget, concurrency, shared_prefix=shared)
-        for groups in groupings(rest, policy, preamble_tokens, repair, distrusted)
-    ) or (_price(ahead, estimate, budget, concurrency, shared_prefix=shared),)
+        _price(
+            Requests.joined([*ahead, requests]), estimate, budget, concurrency, shared_prefix=shared
+        )
+        for requests in groupings(rest, policy, preamble_tokens, repair, distrusted)
+    ) or (_price(Requests.joined(ahead), estimate, budget, concurrency, shared_prefix=shared),)
     candidates = primed_candidates(
         candidates, items, policy, preamble_tokens, estimate,
-        lambda groups, shared: _price(
-            groups, estimate, budget, concurrency, shared, shared_prefix=shared
+        lambda requests, shared: _price(
+            requests, estimate, budget, concurrency, shared, shared_prefix=shared
         ),
     )  # fmt: skip
     # A merged request that can never fit the token budget or the context is not a plan.
@@ -175,14 +184,17 @@ def _request_limit(budget: BudgetSnapshot, policy: Policy) -> float | None:
 
 
 def _overflows(candidate: Candidate, cap: float | None) -> bool:
+    r = candidate.requests
     return cap is not None and any(
-        g.merged and g.input_tokens + (g.max_tokens or g.output_tokens) > cap
-        for g in candidate.groups
+        len(members) > 1 and tokens_in + (most or out) > cap
+        for members, tokens_in, out, most in zip(
+            r.indexes, r.input_tokens, r.output_tokens, r.max_tokens, strict=True
+        )
     )
 
 
 def _price(
-    groups: list[Group],
+    requests: Requests,
     estimate: ServiceEstimate,
     budget: BudgetSnapshot,
     concurrency: int,
@@ -195,25 +207,24 @@ def _price(
     the shared prefix's tokens, when the rest wait for the first's first token (``_primed``).
     ``shared_prefix``: the tokens every request begins with, served from the engine's cache
     to a request that waits for an engine slot (one the plan's own requests held)."""
-    order = _longest_groups_first(groups)
+    order = _longest_first(requests)
     ready = _budget_ready(order, budget)
     waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
     if primed is not None or estimate.prefill_share or len(order) <= _FLUID_UP_TO:
-        inputs: list[float] = [g.input_tokens for g in order]
-        outputs = [g.output_tokens for g in order]
+        inputs: list[float] = list(order.input_tokens)
+        outputs = list(order.output_tokens)
         queued = _queued_inputs(inputs, estimate, shared_prefix)
         if primed is not None:
             inputs, ready = primed_schedule(inputs, ready, estimate, primed)
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency, queued)
     else:
         starts, finishes = _steady(order, ready, estimate, concurrency)
-    cost = sum(map(_INPUT, order)) + sum(map(_OUTPUT, order))
     return Candidate(
-        groups=tuple(order),
+        requests=order,
         starts=tuple(starts),
         finishes=tuple(finishes),
         latency=max(finishes),
-        cost=cost,
+        cost=sum(order.input_tokens) + sum(order.output_tokens),
         budget_wait=waited,
         primed=primed is not None,
     )
@@ -231,28 +242,33 @@ def _queued_inputs(
     return [estimate.prefill_work(t, shared) for t in inputs]
 
 
-def _longest_groups_first(groups: list[Group]) -> list[Group]:
-    """``groups`` by expected output, longest first, then by first question: sorted on one
-    integer, ``first - output * span``, which orders as the pair (-output, first) does."""
-    firsts = [g.indexes[0] for g in groups]
+def _longest_first(requests: Requests) -> Requests:
+    """``requests`` by expected output, longest first, then by first question: sorted on one
+    integer, ``first - output * span``, which orders as the pair (-output, first) does.
+    Fan-out's come in that order already (from questions sorted so)."""
+    if requests.longest_first:
+        return requests
+    firsts = [members[0] for members in requests.indexes]
     span = 1 + max(firsts) - min(firsts)
-    keys = [first - g.output_tokens * span for first, g in zip(firsts, groups, strict=True)]
-    return [groups[i] for i in sorted(range(len(groups)), key=keys.__getitem__)]
+    keys = [first - out * span for first, out in zip(firsts, requests.output_tokens, strict=True)]
+    return requests.reordered(sorted(range(len(keys)), key=keys.__getitem__))
 
 
-def _budget_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
+def _budget_ready(order: Requests, budget: BudgetSnapshot) -> list[float]:
     """Seconds until the budget admits each request, sent in ``order``."""
     if budget.remaining_requests is None and budget.remaining_tokens is None:
         return [0.0] * len(order)
-    ready, reserved = [], 0.0
-    for nth, group in enumerate(order):
-        reserved += group.input_tokens + (group.max_tokens or group.output_tokens)
-        ready.append(max(budget.request_ready(nth), budget.tokens_ready(reserved)))
-    return ready
+    booked = [
+        tokens_in + (most or out)
+        for tokens_in, out, most in zip(
+            order.input_tokens, order.output_tokens, order.max_tokens, strict=True
+        )
+    ]
+    return budget.ready_each(booked)
 
 
 def _steady(
-    order: list[Group], ready: list[float], estimate: ServiceEstimate, concurrency: int
+    order: Requests, ready: list[float], estimate: ServiceEstimate, concurrency: int
 ) -> tuple[list[float], list[float]]:
     """List scheduling with every request decoding in a full batch: as many as the client
     sends at once, or as the server runs at once if that is fewer."""
@@ -264,17 +280,18 @@ def _steady(
     replace = heapq.heapreplace
     starts: list[float] = []
     finishes: list[float] = []
+    columns = zip(order.input_tokens, order.output_tokens, strict=True)
     if not any(ready):  # nothing waits for the budget: each starts once a slot is free
-        for g in order:
+        for tokens_in, out in columns:
             start = free_at[0]
-            finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+            finish = start + fixed + tokens_in / prefill_rate + out * tpot
             replace(free_at, finish)
             starts.append(start)
             finishes.append(finish)
         return starts, finishes
-    for g, allowed in zip(order, ready, strict=True):
+    for (tokens_in, out), allowed in zip(columns, ready, strict=True):
         start = max(free_at[0], allowed)
-        finish = start + fixed + g.input_tokens / prefill_rate + g.output_tokens * tpot
+        finish = start + fixed + tokens_in / prefill_rate + out * tpot
         replace(free_at, finish)
         starts.append(start)
         finishes.append(finish)

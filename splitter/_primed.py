@@ -13,12 +13,13 @@ can be pinned with ``Policy(strategy="primed")``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._cost_model import ServiceEstimate
 from ._exceptions import InvalidInputError
 
 if TYPE_CHECKING:
+    from ._groups import Requests
     from ._planner import Candidate, PlanItem
     from ._policy import Policy
 
@@ -45,11 +46,11 @@ def primed_candidates(
     policy: Policy,
     shared: int,
     estimate: ServiceEstimate,
-    price: Callable[[list[Any], int], Candidate],
+    price: Callable[[Requests, int], Candidate],
 ) -> tuple[Candidate, ...]:
     """``candidates`` with primed fan-out added where it may pay (under ``auto``, with a
     shared prefix and a prefix cache seen), or in place of fan-out where it is pinned.
-    ``price(groups, shared)`` prices a primed plan."""
+    ``price(requests, shared)`` prices a primed plan."""
     pinned = policy.strategy == "primed"
     if not pinned and (policy.strategy != "auto" or estimate.cached_rate is None):
         return candidates
@@ -63,5 +64,5 @@ def primed_candidates(
     fanout = next((c for c in candidates if c.k == len(items) and c.k > 1), None)
     if fanout is None or not one_prefix:
         return candidates
-    primed = price(list(fanout.groups), shared)
+    primed = price(fanout.requests, shared)
     return (primed,) if pinned else (*candidates, primed)

@@ -181,15 +181,16 @@ class _GraphRun:
 def _critical_first(plan: Plan, critical: Sequence[int]) -> Plan:
     """``plan`` with the requests holding the longest waiting chains sent first."""
     chosen = plan.chosen
+    indexes = chosen.requests.indexes
     order = sorted(
         range(chosen.k),
-        key=lambda g: (-max(critical[i] for i in chosen.groups[g].indexes), g),
+        key=lambda g: (-max(critical[i] for i in indexes[g]), g),
     )
     if order == list(range(chosen.k)):
         return plan
     reordered = dataclasses.replace(
         chosen,
-        groups=tuple(chosen.groups[g] for g in order),
+        requests=chosen.requests.reordered(order),
         starts=tuple(chosen.starts[g] for g in order),
         finishes=tuple(chosen.finishes[g] for g in order),
     )

@@ -398,10 +398,41 @@ def test_planner_candidates_keep_their_order_groups_and_schedule(n: int) -> None
                 assert g.input_tokens >= sum(by_index[i].input_tokens for i in g.indexes)
             keys = [(-g.output_tokens, g.indexes[0]) for g in c.groups]
             assert keys == sorted(keys)
+            ready = _reference_ready(list(c.groups), budget)
+            assert _budget_ready(c.requests, budget) == ready
             if c.k > 128:  # past the event simulation: the steady schedule
-                ready = _budget_ready(list(c.groups), budget)
                 expected = _reference_steady(list(c.groups), ready, estimate, 16)
                 assert (list(c.starts), list(c.finishes)) == expected
+
+
+def _reference_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
+    """The budget's wait per request as first written: one request at a time."""
+    ready, reserved = [], 0.0
+    for nth, group in enumerate(order):
+        reserved += group.input_tokens + (group.max_tokens or group.output_tokens)
+        ready.append(max(budget.request_ready(nth), budget.tokens_ready(reserved)))
+    return ready
+
+
+def test_a_candidate_makes_its_groups_once_from_its_columns() -> None:
+    """A candidate's Groups are made when first read, from its columns, and the same tuple
+    is read after; reordered (critical chains first), it makes them anew in the new order."""
+    items = [PlanItem(i, 10 + i, 5 + (i * 7) % 30, None) for i in range(40)]
+    estimate = ServiceEstimate(rtt=0.06, ttft0=0.2, prefill_rate=4000, tpot1=0.01, beta=0.1)
+    plan = plan_wave(
+        items, estimate=estimate, budget=BudgetSnapshot(), concurrency=16, policy=Policy()
+    )
+    for c in plan.candidates:
+        r = c.requests
+        made = c.groups
+        assert c.groups is made
+        assert [(g.indexes, g.input_tokens, g.output_tokens, g.max_tokens) for g in made] == list(
+            zip(r.indexes, r.input_tokens, r.output_tokens, r.max_tokens, strict=True)
+        )
+    chosen = plan.chosen
+    order = list(reversed(range(chosen.k)))
+    moved = dataclasses.replace(chosen, requests=chosen.requests.reordered(order))
+    assert moved.groups == tuple(chosen.groups[g] for g in order)
 
 
 def test_fast_made_groups_and_items_are_the_dataclasses() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 
 __all__ = ["BudgetSnapshot"]
 
@@ -25,8 +27,29 @@ class BudgetSnapshot:
         """Seconds from now until ``cumulative`` tokens in all may have been reserved."""
         return _ready(self.remaining_tokens, self.tokens_per_second, cumulative)
 
+    def ready_each(self, booked: Iterable[float]) -> list[float]:
+        """``request_ready`` and ``tokens_ready`` for requests sent in turn, each booking
+        ``booked`` tokens: the later of the two for each (what a planner prices per
+        request, in one pass)."""
+        cumulative = list(accumulate(booked, initial=0.0))[1:]
+        by_tokens = _ready_each(self.remaining_tokens, self.tokens_per_second, cumulative)
+        count = range(1, len(cumulative) + 1)
+        by_requests = _ready_each(self.remaining_requests, self.requests_per_second, count)
+        return list(map(max, by_requests, by_tokens))
+
 
 def _ready(remaining: float | None, rate: float | None, needed: float) -> float:
     if remaining is None or needed <= remaining:
         return 0.0
     return (needed - remaining) / rate if rate else float("inf")
+
+
+def _ready_each(
+    remaining: float | None, rate: float | None, needed: Iterable[float]
+) -> list[float]:
+    """``_ready`` of each of ``needed``."""
+    if remaining is None:
+        return [0.0 for _ in needed]
+    if not rate:
+        return [0.0 if x <= remaining else float("inf") for x in needed]
+    return [0.0 if x <= remaining else (x - remaining) / rate for x in needed]
