@@ -12,6 +12,8 @@ through to read the new state (a sliding log frees one slot at a time).
 from __future__ import annotations
 
 import math
+import operator
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,6 +37,7 @@ _RESET_ROUNDING = 0.0005
 _OUTSTANDING_FOR = 120.0  # seconds a request without an answer is taken to be on its way
 _OWN_MISCOUNT = 0.25  # how far under the service's count our token estimate may be
 _SAME_RATE = 1.5  # two readings implying rates this close describe one bucket
+_MARK = operator.itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -308,13 +311,24 @@ class Limit:
             self.counted_at = now
         self.booked += amount
         # A request that was never answered (cancelled, lost) stops counting after a while.
-        self.out = [o for o in self.out if now - o[2] < _OUTSTANDING_FOR]
-        self.out.append([self.booked, amount, now])
+        # ``out`` is in the order sent, so the stale ones are at its front: a filter of the
+        # whole list per request was quadratic in the requests in flight (90 us a request
+        # at 256 in flight, profiled).
+        out = self.out
+        if out and now - out[0][2] >= _OUTSTANDING_FOR:
+            self.out = out = [o for o in out if now - o[2] < _OUTSTANDING_FOR]
+        out.append([self.booked, amount, now])
         if self.pace is not None:
             self.level, self.at = self.pacer_level(now) - amount, now
 
     def answered(self, mark: float) -> None:
-        self.out = [o for o in self.out if o[0] != mark]
+        # ``out`` is sorted by mark (each is ``booked`` after its request was added).
+        out = self.out
+        at = bisect_left(out, mark, key=_MARK)
+        end = at
+        while end < len(out) and out[end][0] == mark:
+            end += 1
+        del out[at:end]
 
     def give(self, amount: float, now: float) -> None:
         if self.pace is not None:
