@@ -7,6 +7,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
+from ._gates import Words
 from ._rules import _STEP_START, _is_cjk, _masked
 from ._types import Part
 
@@ -253,14 +254,17 @@ class _Earlier:
 
 def _references(text: str, j: int, earlier: _Earlier, preamble: str) -> set[int]:
     masked = _masked(text)
+    # Each pattern below is searched only where its words are in the text (``_gates``):
+    # most questions hold none, and the searches were most of decompose()'s time.
+    words = Words(masked)
     found: set[int] = set()
-    for m in _EXPLICIT_REF.finditer(masked):
+    for m in _EXPLICIT_REF.finditer(masked) if words.may_name() else ():
         found |= earlier.named((m.group("n") or m.group("letter") or "").lower(), j)
     if found:
         return found
-    if _PREVIOUS_REF.search(masked) or _STEP_START.match(text):
+    if (words.may_point_back() and _PREVIOUS_REF.search(masked)) or _STEP_START.match(text):
         return {j - 1}
-    for m in _DEMONSTRATIVE.finditer(masked):
+    for m in _DEMONSTRATIVE.finditer(masked) if words.may_point_at_noun() else ():
         noun = (
             m.group("noun") or m.group("noun_el") or m.group("zh") or m.group("ja") or ""
         ).lower()
@@ -281,7 +285,7 @@ def _references(text: str, j: int, earlier: _Earlier, preamble: str) -> set[int]
         return found  # what follows points at the part before only without shared context
     if _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
         return {j - 1}  # "How much does the cheapest model cost?": of what was just named
-    pronoun = _PRONOUN.search(masked) or any(
+    pronoun = (words.may_refer() and _PRONOUN.search(masked)) or any(
         lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
     )
     if pronoun and not _mentions_own_subject(text):

@@ -283,8 +283,12 @@ _IMPERATIVE = 0.6
 def _masked(text: str) -> str:
     """``text`` with code and quoted spans blanked out (same length), so their question
     marks and markers are not read as the prompt's own."""
-    for pattern in (_URL, _INLINE_CODE):
-        text = pattern.sub(lambda m: " " * len(m.group()), text)
+    # Each substitution only where its pattern can match (a decompose() call masks each
+    # part several times, and most parts hold neither).
+    if "://" in text or "www." in text:
+        text = _URL.sub(_blank, text)
+    if "`" in text:
+        text = _INLINE_CODE.sub(_blank, text)
     spans = _quote_spans(text)
     if not spans:
         return text
@@ -293,6 +297,10 @@ def _masked(text: str) -> str:
         pieces += [text[pos:start], " " * (end - start)]
         pos = end
     return "".join([*pieces, text[pos:]])
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group())
 
 
 def _quote_spans(text: str) -> list[tuple[int, int]]:
