@@ -96,10 +96,11 @@ class Requests:
     sums (and by ``explain()``), so a ``Group`` is made only for what is read (``groups``).
     """
 
-    indexes: Sequence[tuple[int, ...]]  # each request's questions, in input order
-    input_tokens: Sequence[int]
-    output_tokens: Sequence[int]  # expected
-    max_tokens: Sequence[int | None]
+    # Tuples, so that a Candidate (and a Plan) stays hashable.
+    indexes: tuple[tuple[int, ...], ...]  # each request's questions, in input order
+    input_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]  # expected
+    max_tokens: tuple[int | None, ...]
     # Known to be longest first already (fan-out's, from questions sorted so): not re-sorted.
     longest_first: bool = False
 
@@ -114,19 +115,19 @@ class Requests:
     def reordered(self, order: Sequence[int]) -> Requests:
         """These requests in ``order`` (positions into them)."""
         return Requests(
-            [self.indexes[i] for i in order],
-            [self.input_tokens[i] for i in order],
-            [self.output_tokens[i] for i in order],
-            [self.max_tokens[i] for i in order],
+            tuple([self.indexes[i] for i in order]),
+            tuple([self.input_tokens[i] for i in order]),
+            tuple([self.output_tokens[i] for i in order]),
+            tuple([self.max_tokens[i] for i in order]),
         )
 
     @staticmethod
     def of(groups: Sequence[Group]) -> Requests:
         return Requests(
-            [g.indexes for g in groups],
-            [g.input_tokens for g in groups],
-            [g.output_tokens for g in groups],
-            [g.max_tokens for g in groups],
+            tuple([g.indexes for g in groups]),
+            tuple([g.input_tokens for g in groups]),
+            tuple([g.output_tokens for g in groups]),
+            tuple([g.max_tokens for g in groups]),
         )
 
     @staticmethod
@@ -134,10 +135,10 @@ class Requests:
         if len(parts) == 1:
             return parts[0]
         return Requests(
-            [i for part in parts for i in part.indexes],
-            [t for part in parts for t in part.input_tokens],
-            [t for part in parts for t in part.output_tokens],
-            [t for part in parts for t in part.max_tokens],
+            tuple([i for part in parts for i in part.indexes]),
+            tuple([t for part in parts for t in part.input_tokens]),
+            tuple([t for part in parts for t in part.output_tokens]),
+            tuple([t for part in parts for t in part.max_tokens]),
         )
 
 
@@ -265,13 +266,15 @@ def balanced_requests(
     """``balanced_groups`` as columns, in the same order."""
     if k == len(longest_first):  # fan-out: group_of's single case, inlined (once per question)
         return Requests(
-            [(it.index,) for it in longest_first],
-            [
-                it.input_tokens + (preamble if it.preamble is None else it.preamble)
-                for it in longest_first
-            ],
-            [it.output_tokens for it in longest_first],
-            [it.max_tokens for it in longest_first],
+            tuple([(it.index,) for it in longest_first]),
+            tuple(
+                [
+                    it.input_tokens + (preamble if it.preamble is None else it.preamble)
+                    for it in longest_first
+                ]
+            ),
+            tuple([it.output_tokens for it in longest_first]),
+            tuple([it.max_tokens for it in longest_first]),
             longest_first=True,
         )
     if repair.success < 1:  # a re-ask priced per group: from its members, as group_of does
@@ -338,7 +341,7 @@ def balanced_requests(
         add_output(outputs[g] + markers)
         add_max(caps[g] + markers)
     indexes_made, inputs_made, outputs_made, caps_made = made
-    return Requests(indexes_made, inputs_made, outputs_made, caps_made)
+    return Requests(tuple(indexes_made), tuple(inputs_made), tuple(outputs_made), tuple(caps_made))
 
 
 def answer_caps_of(longest_first: list[PlanItem], policy: Policy) -> list[int]:

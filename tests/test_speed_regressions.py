@@ -416,7 +416,8 @@ def _reference_ready(order: list[Group], budget: BudgetSnapshot) -> list[float]:
 
 def test_a_candidate_makes_its_groups_once_from_its_columns() -> None:
     """A candidate's Groups are made when first read, from its columns, and the same tuple
-    is read after; reordered (critical chains first), it makes them anew in the new order."""
+    is read after; reordered (critical chains first), it makes them anew in the new order;
+    the plan stays hashable."""
     items = [PlanItem(i, 10 + i, 5 + (i * 7) % 30, None) for i in range(40)]
     estimate = ServiceEstimate(rtt=0.06, ttft0=0.2, prefill_rate=4000, tpot1=0.01, beta=0.1)
     plan = plan_wave(
@@ -429,6 +430,7 @@ def test_a_candidate_makes_its_groups_once_from_its_columns() -> None:
         assert [(g.indexes, g.input_tokens, g.output_tokens, g.max_tokens) for g in made] == list(
             zip(r.indexes, r.input_tokens, r.output_tokens, r.max_tokens, strict=True)
         )
+    hash(plan)  # a Plan, its candidates' columns included, is hashable as it was
     chosen = plan.chosen
     order = list(reversed(range(chosen.k)))
     moved = dataclasses.replace(chosen, requests=chosen.requests.reordered(order))
