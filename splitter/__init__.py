@@ -41,7 +41,7 @@ from ._exceptions import (
     StreamInterruptedError,
 )
 from ._map import MappedAnswers
-from ._planner import Candidate, Group, Plan
+from ._planner import Candidate, Group, Plan, Requests
 from ._policy import (
     DecomposePolicy,
     Limits,
@@ -106,6 +106,7 @@ __all__ = [
     "RateLimitWait",
     "RequestFinished",
     "RequestStarted",
+    "Requests",
     "RetryPolicy",
     "RetryScheduled",
     "RunStats",

@@ -22,7 +22,7 @@ from ._groups import Group, PlanItem, Repair, Requests, group_of, groupings
 from ._policy import Policy, Strategy, Weighted
 from ._primed import primed_candidates, primed_schedule
 
-__all__ = ["Candidate", "Group", "Plan", "PlanItem", "plan_wave"]
+__all__ = ["Candidate", "Group", "Plan", "PlanItem", "Requests", "plan_wave"]
 
 # A plan's wait for the rate limit is named in the explanation once it is this share of the
 # plan's latency: below it the wait does not explain why the plan lost.
@@ -46,7 +46,7 @@ class Candidate:
     finishes: tuple[float, ...]
     latency: float
     cost: int
-    budget_wait: float  # the longest any request waits for the rate limit budget
+    budget_wait: float  # the longest any request waits for the rate-limit budget
     primed: bool = False  # the first request goes alone; the rest at its first token
     # The Groups, made when first read: a plan prices several candidates and sends one.
     _made: list[tuple[Group, ...]] = field(
