@@ -16,6 +16,7 @@ import pytest
 
 from splitter import InvalidInputError, MergePolicy, Policy, Splitter, _estimate
 from splitter._budget import BudgetSnapshot
+from splitter._budget._limit import _OUTSTANDING_FOR, Limit
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._estimate import (
     _CUES,
@@ -639,3 +640,30 @@ def test_plan_items_are_the_plain_per_question_specs(
     assert planned == _reference_plan_items(questions, spec, lengths)
     assert {it.shape is None for it in planned} == {True, False}
     assert {it.max_tokens for it in planned} >= {25, 40}
+
+
+def test_the_outstanding_record_reads_as_the_whole_list_filter() -> None:
+    """A limit's record of requests on their way (kept off the room until answered), kept
+    by pruning its front and removing by bisection: after every send and answer, in random
+    order, some never answered and going stale, it holds exactly what filtering the whole
+    list at each send did, and reads the same ``pending()``."""
+    rng = random.Random(3)
+    limit = Limit()
+    reference: list[list[float]] = []
+    unanswered: list[float] = []
+    now = 0.0
+    for _ in range(3000):
+        now += rng.choice([0.0, 0.01, 0.5, 7.0])
+        if unanswered and rng.random() < 0.45:
+            mark = unanswered.pop(rng.randrange(len(unanswered)))
+            limit.answered(mark)
+            reference = [o for o in reference if o[0] != mark]
+        else:
+            amount = rng.choice([1.0, 1.0, 250.0, 0.0])
+            limit.take(amount, now)
+            reference = [o for o in reference if now - o[2] < _OUTSTANDING_FOR]
+            reference.append([limit.booked, amount, now])
+            if rng.random() < 0.9:  # the rest are never answered: they go stale
+                unanswered.append(limit.booked)
+        assert limit.out == reference
+        assert limit.pending() == sum(o[1] for o in reference)
