@@ -20,7 +20,6 @@ __all__ = [
     "PlanItem",
     "Repair",
     "Requests",
-    "balanced_groups",
     "balanced_requests",
     "group_of",
     "groupings",
@@ -242,19 +241,6 @@ class Repair:
         return math.ceil(chance * (max(it.output_tokens for it in members) + self.lead))
 
 
-def balanced_groups(
-    longest_first: list[PlanItem],
-    k: int,
-    policy: Policy,
-    preamble: int,
-    repair: Repair,
-    answer_caps: list[int] | None = None,
-) -> list[Group]:
-    """k groups balanced by expected output: longest first onto the lightest open group.
-    ``longest_first`` are of one shape; ``answer_caps`` are theirs (``answer_caps_of``)."""
-    return list(balanced_requests(longest_first, k, policy, preamble, repair, answer_caps).groups())
-
-
 def balanced_requests(
     longest_first: list[PlanItem],
     k: int,
@@ -263,7 +249,8 @@ def balanced_requests(
     repair: Repair,
     answer_caps: list[int] | None = None,
 ) -> Requests:
-    """``balanced_groups`` as columns, in the same order."""
+    """k requests balanced by expected output: longest first onto the lightest open group.
+    ``longest_first`` are of one shape; ``answer_caps`` are theirs (``answer_caps_of``)."""
     if k == len(longest_first):  # fan-out: group_of's single case, inlined (once per question)
         return Requests(
             tuple([(it.index,) for it in longest_first]),
@@ -357,7 +344,7 @@ def answer_caps_of(longest_first: list[PlanItem], policy: Policy) -> list[int]:
 def _balanced_members(
     longest_first: list[PlanItem], k: int, policy: Policy, preamble: int, repair: Repair
 ) -> list[Group]:
-    """``balanced_groups`` with each group made from its members by ``group_of``."""
+    """``balanced_requests`` with each group made from its members by ``group_of``."""
     cap = policy.merge.max_per_request
     heap = list(range(k))
     members: list[list[PlanItem]] = [[] for _ in range(k)]

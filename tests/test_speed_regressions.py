@@ -28,7 +28,7 @@ from splitter._estimate import (
     plan_items,
     preamble_tokens,
 )
-from splitter._groups import Repair, _longest_first, _new_group, balanced_groups, new_plan_item
+from splitter._groups import Repair, _longest_first, _new_group, balanced_requests, new_plan_item
 from splitter._merge import ANSWER_MARKER_TOKENS, INSTRUCTION_TOKENS, MARKER_TOKENS
 from splitter._meter import InFlightMeter
 from splitter._planner import Group, PlanItem, _budget_ready, plan_wave
@@ -547,7 +547,8 @@ def test_balanced_groups_are_the_plain_balancing_s(n: int, least: int) -> None:
         for repair in (Repair(), Repair(0.8, 30.0)):
             for k in sorted({math.ceil(n / size) for size in range(1, cap + 1)}):
                 expected = _reference_groups(longest_first, k, policy, 12, repair)
-                assert balanced_groups(longest_first, k, policy, 12, repair) == expected, (cap, k)
+                made = list(balanced_requests(longest_first, k, policy, 12, repair).groups())
+                assert made == expected, (cap, k)
 
 
 def test_guessed_lengths_are_the_plain_medians_between_observations() -> None:
