@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -325,10 +325,7 @@ class Limit:
         # ``out`` is sorted by mark (each is ``booked`` after its request was added).
         out = self.out
         at = bisect_left(out, mark, key=_MARK)
-        end = at
-        while end < len(out) and out[end][0] == mark:
-            end += 1
-        del out[at:end]
+        del out[at : bisect_right(out, mark, lo=at, key=_MARK)]
 
     def give(self, amount: float, now: float) -> None:
         if self.pace is not None:

@@ -31,7 +31,7 @@ class BudgetSnapshot:
         """``request_ready`` and ``tokens_ready`` for requests sent in turn, each booking
         ``booked`` tokens: the later of the two for each (what a planner prices per
         request, in one pass)."""
-        cumulative = list(accumulate(booked, initial=0.0))[1:]
+        cumulative = list(accumulate(booked))
         by_tokens = _ready_each(self.remaining_tokens, self.tokens_per_second, cumulative)
         count = range(1, len(cumulative) + 1)
         by_requests = _ready_each(self.remaining_requests, self.requests_per_second, count)
