@@ -27,6 +27,10 @@ _SUSTAIN_REQUESTS = 4  # ... over at least this many requests
 CLOSE_ENOUGH = 1.15  # the search stops when the fastest good rate is this close to a bad one
 # (within 15%: the floor is then at least 0.87 of the limit)
 _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little higher again
+# ... and requests: a re-probe may cost a 429, so at most one in this many is spent on it
+# (every 30 s was 60 requests at 2 r/s: 3 of a 200-request run's 7 429s).
+_REPROBE_REQUESTS = 100
+_DRAIN_MARGIN = 0.95  # paced this far under the rate two 429s' drain implies
 _TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
 _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
 _HELD_FULL = 2  # accepted in a row after a 429 (the limiter full): the pace is about the limit
@@ -62,6 +66,10 @@ class Probe:
     burst: int = 0
     # Slow start's first 429 was bracketed: the limiter lent nothing faster than its rate.
     no_burst: bool = False
+    # The rate that bracket rests on (a limiter with no burst takes at least it), and the
+    # requests accepted before slow start's first 429 (the allowance, if it had one).
+    bracket_low: float = 0.0
+    opened: int = 0
 
     def wait(self, now: float) -> float:
         return 0.0 if self.rate is None else max(0.0, self.tat - now)
@@ -115,7 +123,7 @@ class Probe:
             elif self.paced_high:
                 step = min(step, middle)
             self._set(step, now)
-        elif now - self.since >= _REPROBE_AFTER:
+        elif now - self.since >= _REPROBE_AFTER and self.count >= _REPROBE_REQUESTS:
             self.high = self.high * 1.1  # the limit may have grown: look a little higher
             self._set(math.sqrt(self.low * self.high), now)
 
@@ -138,6 +146,13 @@ class Probe:
         self.refused_at, self.accepted_since = sent_at, 0
         # Paced, the rate we paced at drew it; unpaced (slow start), what we really sent.
         too_fast = self.rate if self.rate is not None else _send_rate(self.sends, sent_at)
+        if self.no_burst and too_fast * 1.01 < self.bracket_low:
+            # Refused clearly slower than slow start had through: no limiter without a
+            # burst allowance does that, so the bracket was an allowance's (its first 429
+            # fell on the first send of a faster wave). Believed, it cut 15% a 429 (13 of
+            # them from 70 r/s down to a 10 r/s bucket with a burst of 5).
+            self.no_burst = held_when_full = False
+            self.burst = max(self.burst, self.opened)
         if math.isinf(too_fast):
             # Sent in a burst: that says nothing of the rate the service takes. Pace at the
             # guess, and look for the limit from there.
@@ -149,9 +164,12 @@ class Probe:
         bracket = self._bracket(too_fast) if self.rate is None else 0.0
         self.bracketed = bracket > 0
         self.no_burst = self.no_burst or self.bracketed
+        if self.rate is None:
+            self.opened = accepted
         if self.rate is None and not self.bracketed and self.accepted_rates:
             self.burst = accepted
         if self.bracketed:
+            self.bracket_low = bracket
             floor = max(floor, bracket)
             self.paced_high = True  # measured against a floor: no mere guess
         if self.high <= self.low:
@@ -165,9 +183,24 @@ class Probe:
                 self.low = min(self.high, paced if held_when_full else math.inf) / CLOSE_ENOUGH
             else:
                 self.low = self.high * FIRST_CUT
+        # Where slow start showed an allowance of a few requests (a bucket that does not run
+        # dry in the wait after a 429), two 429s bound its rate from above too.
+        span = sent_at - refused_before
+        ceiling = _drain_ceiling(accepted, span, self.rate) if self.burst >= 3 else math.inf
+        if ceiling < self.high:
+            # Paced above what the limiter drained between its two 429s: a cut to just
+            # under the pace that drew it was still over the rate, a staircase of 429s, one
+            # a cut (18 against 10 r/s with a burst of 5).
+            self.high, self.paced_high = ceiling, True
+            self.low = min(self.low, ceiling / CLOSE_ENOUGH)
         self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
         # Back to the fastest rate known to hold, to climb again from there.
         rate = self.low if self.low > 0 else self.high * FIRST_CUT
+        if not math.isinf(ceiling):
+            # The drain itself is known within a request over the span: paced a little under
+            # it, not at the floor, whose climbs a burst allowance holds back (a bucket of
+            # 30 r/s with a burst of 10 was left at 20, 0.77 of its rate).
+            rate = max(rate, min(accepted / span * _DRAIN_MARGIN, self.high))
         self.climbs = 0
         self._set(rate, now)
         # The next request waits two intervals, not one: a limiter that counts a refused
@@ -216,6 +249,22 @@ def _send_rate(sends: list[float], until: float) -> float:
     recent = [t for t in sends if t <= until]
     gap = recent[-1] - recent[-2] if len(recent) >= 2 else 0.0
     return 1 / gap if gap > 0 else math.inf
+
+
+def _drain_ceiling(accepted: int, span: float, pace: float | None) -> float:
+    """An upper bound on a leaky bucket's rate from two 429s ``span`` apart with ``accepted``
+    requests taken in between, sent at ``pace`` (inf: no bound).
+
+    A 429 means the bucket held more than its burst allowance less one request (and at
+    most the allowance); everything it took in between was drained, and it was that full
+    again at the second. So it drained fewer than ``accepted + 1`` requests over ``span``,
+    unless it ran dry in between, which a pace above that bound rules out once the bucket
+    holds a few requests' allowance. (``Probe._floor``, ``(accepted - 1) / span``, is the
+    matching lower bound, which holds for any bucket.)"""
+    if pace is None or math.isinf(span) or span <= 0 or accepted < 1:
+        return math.inf
+    bound = (accepted + 1) / span
+    return bound if pace > bound else math.inf
 
 
 def _mean_rate(sends: list[float], until: float, after: float = -math.inf) -> float:

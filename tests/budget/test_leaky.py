@@ -84,3 +84,34 @@ async def test_a_limiter_that_counts_refusals_is_not_found_below_its_rate(
     requests, rejected, reached = await _run(5.0, 200, strategy, count=True)
     assert rejected <= 3, f"{rejected} of {requests} answered 429"
     assert reached >= least, f"{reached:.2f} of the rate"
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "most", "least"),
+    [
+        # slow start's bracket was an allowance's, then a 15% cut a 429: 18 of 218 before
+        (10.0, 5, 6, 0.85),
+        # cut to the drain's floor, its climbs held back by the allowance: 0.68 and 0.77
+        (7.0, 10, 4, 0.85),
+        (30.0, 10, 4, 0.85),
+        # each cut to just under the pace that drew the 429, still over the rate: 7 of 207
+        (13.0, 10, 4, 0.85),
+    ],
+)
+async def test_a_burst_allowance_of_any_size_is_found_without_a_staircase_of_429s(
+    rate: float, burst: int, most: int, least: float
+) -> None:
+    """Buckets other than the bench's 5 r/s (``bench/leaky_sweep.py`` sweeps 40): a 429 at a
+    pace below a rate slow start had through shows the bracket was a burst allowance's, and
+    two 429s' drain bounds the rate from above as well as below."""
+    requests, rejected, reached = await _run(rate, 200, "fanout", burst=burst)
+    assert rejected <= most, f"{rejected} of {requests} answered 429"
+    assert reached >= least, f"{reached:.2f} of the rate"
+
+
+async def test_a_settled_rate_is_reprobed_once_a_hundred_requests_at_most() -> None:
+    """At 2 r/s, 30 s is 60 requests: a re-probe every 30 s was 3 of 7 429s in 200 requests
+    (each re-probe may cost one)."""
+    requests, rejected, reached = await _run(2.0, 200, "fanout")
+    assert rejected <= 5, f"{rejected} of {requests} answered 429"
+    assert reached >= 0.85, f"{reached:.2f} of the rate"
