@@ -134,8 +134,12 @@ class Engine:
 
     def now(self) -> float:
         """Current simulated time, in seconds since the engine was made."""
+        return self.at(self._clock())
+
+    def at(self, clock_time: float) -> float:
+        """The simulated time at ``clock_time`` (a reading of the engine's clock)."""
         origin, time_scale = self._pace
-        return (self._clock() - origin) / time_scale
+        return (clock_time - origin) / time_scale
 
     @property
     def time_scale(self) -> float:

@@ -131,6 +131,7 @@ class SimService:
         self._clock = clock
         self._engine = Engine(profile, time_scale=time_scale, clock=clock)
         self._limiter = RateLimiter(self.limits, self._engine.now())
+        self._admitted = self._engine.now()  # the latest moment a request was counted at
         self._count = 0
         self.log: list[RequestRecord] = []
         self.in_flight = 0
@@ -163,14 +164,25 @@ class SimService:
 
     # -- handling -------------------------------------------------------------------------
 
+    def clock(self) -> float:
+        """The service's clock (real seconds; splitter's clock by default)."""
+        return self._clock()
+
     async def handle(
-        self, method: str, path: str, body: bytes, *, authorization: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        *,
+        authorization: str | None = None,
+        arrived: float | None = None,
     ) -> SimResponse:
         """Serve one request; a returned stream is owned (and must be closed) by the door.
 
         ``authorization`` is the request's Authorization header (checked when the service
-        was given an ``api_key``)."""
-        call = self._open(path)
+        was given an ``api_key``); ``arrived``: when the door received its headers, on
+        :meth:`clock` (default: now), the moment its rate limits count it at."""
+        call = self._open(path, arrived)
         response: SimResponse | None = None
         try:
             await self._sleep(self.profile.rtt / 2)
@@ -189,12 +201,12 @@ class SimService:
                 self._close(call)
         return response
 
-    def _open(self, path: str) -> Call:
+    def _open(self, path: str, arrived: float | None = None) -> Call:
         self._count += 1
         rng = request_rng(self.seed, self._count)
         fault = draw_fault(self.faults, rng)
         self.in_flight += 1
-        return Call(self._count, path, self._clock(), rng, fault)
+        return Call(self._count, path, self._clock() if arrived is None else arrived, rng, fault)
 
     def _close(self, call: Call) -> None:
         if call.closed:
@@ -268,7 +280,12 @@ class SimService:
 
     def _admit(self, call: Call, cost: int, model: str) -> SimResponse | None:
         """None when the rate limits let the request through, else its 429."""
-        verdict = self._limiter.admit(cost, self._engine.now())
+        # Counted when it reached the service (half the simulated round trip after it
+        # arrived at the door), not after its body was read and parsed; never before one
+        # counted already.
+        reached = self._engine.at(call.arrived) + self.profile.rtt / 2
+        self._admitted = max(self._admitted, min(reached, self._engine.now()))
+        verdict = self._limiter.admit(cost, self._admitted)
         if verdict.allowed:
             return None
         return _refusals.rate_limited(call, self.limits, verdict, model, cost, self.time_scale)

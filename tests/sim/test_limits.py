@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import openai
 import pytest
 from pydantic import ValidationError
@@ -240,3 +241,40 @@ def test_cli_rejects_a_field_the_kind_lacks(capsys: pytest.CaptureFixture[str]) 
         __main__.main(["--limiter", "leaky_bucket", "--rate", "5", "--rpm", "60"])
     assert exit_info.value.code == 2
     assert "rpm does not apply to kind='leaky_bucket'" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_the_http_door_counts_a_request_when_its_headers_arrive() -> None:
+    """nginx's limit_req counts a request once its headers are in, before the body. The
+    simulator counted it after reading and parsing the body: two requests whose headers
+    came 60 ms apart, the first one's body 30 ms after its headers, met a 20 r/s leaky
+    bucket with no burst 30 ms apart and the second was refused (its first request's
+    first task group, 7.6 ms, did the same to every cold cell of ``bench/limiters.py``)."""
+    service = SimService("instant", time_scale=1.0, limits=SimLimits(kind="leaky_bucket", rate=20))
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "What is 1 + 1?"}]}'
+    statuses: list[int] = []
+
+    async def one(body_after: float) -> None:
+        sent = False
+
+        async def receive() -> dict[str, object]:
+            nonlocal sent
+            if sent:
+                await anyio.sleep_forever()
+            await anyio.sleep(body_after)
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(int(message["status"]))  # type: ignore[call-overload]
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": []}
+        await service.asgi_app(scope, receive, send)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, 0.03)
+        await anyio.sleep(0.06)
+        tg.start_soon(one, 0.0)
+    assert statuses == [200, 200]
