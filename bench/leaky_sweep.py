@@ -4,18 +4,19 @@
 5) in real time. A budget that "learns any limiter" must find any rate and any burst, so
 this sweeps a grid of them on virtual time (no machine jitter: what is counted is the
 search's own cost): for each rate (requests per second) and burst (nginx's ``burst=``,
-``nodelay``), N questions (default 200) through ``Splitter.aask_many`` from a fresh
-endpoint (nothing learned), against the simulator's ``leaky_bucket`` (nginx's accounting,
-no rate headers, 429s without ``retry-after``), in process.
+``nodelay``), N questions (default 200) through ``Splitter.aask_many`` from a cold process
+(each cell its own ``python``, as many at once as there are CPUs), against the simulator's
+``leaky_bucket`` (nginx's accounting, no rate headers, 429s without ``retry-after``) in that
+process.
 
 Each cell prints ``429s/requests reached``: reached is the accepted requests per second
 from the first request to the last accepted, over the bucket's rate (a burst at the start
 lets a run exceed 1). A cell is met (no ``*``) with at most 2% of requests answered 429 and
 at least 0.85 of the rate reached, issue #14's targets; every question must be answered
-with its own answer, or the script stops with an error. Deterministic: the same code prints
-the same table.
+with its own answer, or the script stops with an error. On virtual time the figures do not
+depend on the machine's load: the same code printed the same table twice in a row.
 
-    python bench/leaky_sweep.py                          # fan-out, 8 rates x 5 bursts, ~25 s
+    python bench/leaky_sweep.py                          # fan-out, 8 rates x 5 bursts, ~35 s
     python bench/leaky_sweep.py --strategy auto          # the default policy (~60 requests)
     python bench/leaky_sweep.py --rates 5 20 --bursts 0 5 --count-rejected --json out.json
 """
@@ -23,7 +24,11 @@ the same table.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,12 +79,31 @@ async def run_cell(rate: float, burst: int, n: int, strategy: Strategy, count: b
     return Cell(rate, burst, len(log), sum(r.status == 429 for r in log), reached)
 
 
+def _cell_in_a_fresh_process(
+    rate: float, burst: int, n: int, strategy: Strategy, count: bool
+) -> Cell:
+    """One cell in its own ``python`` process (``--one``): a cold process, as issue #14
+    asks, and nothing one cell cached or learned carries into the next."""
+    args = [sys.executable, str(Path(__file__).resolve()), "--one", str(rate), str(burst)]
+    args += ["--n", str(n), "--strategy", strategy] + (["--count-rejected"] if count else [])
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"rate {rate}, burst {burst}: {proc.stderr.strip()}")
+    return Cell(**json.loads(proc.stdout))
+
+
 def sweep(
     rates: Sequence[float], bursts: Sequence[int], n: int, strategy: Strategy, count: bool
 ) -> list[Cell]:
-    return [
-        run_virtual(run_cell, rate, burst, n, strategy, count) for rate in rates for burst in bursts
-    ]
+    """Every cell, each in a fresh process, as many at once as there are CPUs (virtual
+    time: a cell's figures do not depend on how busy the machine is)."""
+    grid = [(rate, burst) for rate in rates for burst in bursts]
+
+    def one(cell: tuple[float, int]) -> Cell:
+        return _cell_in_a_fresh_process(cell[0], cell[1], n, strategy, count)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(one, grid))
 
 
 def print_table(cells: Sequence[Cell], bursts: Sequence[int], strategy: str, n: int) -> None:
@@ -110,10 +134,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--count-rejected", action="store_true", help="refused requests fill the bucket too"
     )
+    parser.add_argument(
+        "--one", nargs=2, type=float, metavar=("RATE", "BURST"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     if any(r <= 0 for r in args.rates) or any(b < 0 for b in args.bursts) or args.n < 2:
         parser.error("--rates must be > 0, --bursts >= 0 and --n >= 2")
+    if args.one is not None:  # one cell, this process (see _cell_in_a_fresh_process)
+        rate, burst = args.one
+        cell = run_virtual(run_cell, rate, int(burst), args.n, args.strategy, args.count_rejected)
+        print(json.dumps(asdict(cell)))
+        return 0
     cells = sweep(args.rates, args.bursts, args.n, args.strategy, args.count_rejected)
     print_table(cells, args.bursts, args.strategy, args.n)
     if args.json is not None:
