@@ -35,6 +35,10 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 # (every 30 s was 60 requests at 2 r/s: 3 of a 200-request run's 7 429s).
 _REPROBE_REQUESTS = 100
 _DRAIN_MARGIN = 0.95  # paced this far under the rate two 429s' drain implies
+# Requests a climb's step must hold before it counts, at most (slow start's count of an
+# allowance, 12 for nginx's burst=5 at 20 r/s, asked 132 for a 10% step: the pace stayed at
+# 0.69 of the rate for 9 s)
+_HOLD_AT_MOST = 30
 _TOLD_MARGIN = 0.8  # a first 429 at a stated rate searches from this fraction of it up
 _FLOOR_REQUESTS = 3  # accepted between two 429s before they bound the rate from below
 _HELD_FULL = 2  # accepted in a row after a 429 (the limiter full): the pace is about the limit
@@ -99,13 +103,14 @@ class Probe:
             return
         # Above a limiter's burst allowance a rate too fast is refused only once its excess
         # has filled it: 10% over the floor holds ~10 requests a request of allowance, and
-        # held for fewer it proves nothing.
+        # held for fewer it proves nothing. But not for more than _HOLD_AT_MOST: a step
+        # taken as held too soon costs one 429, whose drain then tells the rate.
         excess = self.rate - self.low
         if (
             self.burst
             and self.low > 0
             and excess > 0
-            and self.count < self.burst * self.rate / excess
+            and self.count < min(self.burst * self.rate / excess, _HOLD_AT_MOST)
         ):
             return
         self.low = max(self.low, self.rate)
