@@ -35,6 +35,7 @@ _REPROBE_AFTER = 30.0  # seconds at a settled rate before probing a little highe
 # (every 30 s was 60 requests at 2 r/s: 3 of a 200-request run's 7 429s).
 _REPROBE_REQUESTS = 100
 _DRAIN_MARGIN = 0.95  # paced this far under the rate two 429s' drain implies
+_ALLOWANCE_SEEN = 3  # requests slow start had through over the rate: a bucket not run dry
 # Requests a climb's step must hold before it counts, at most (slow start's count of an
 # allowance, 12 for nginx's burst=5 at 20 r/s, asked 132 for a 10% step: the pace stayed at
 # 0.69 of the rate for 9 s)
@@ -195,11 +196,12 @@ class Probe:
         # Where slow start showed an allowance of a few requests (a bucket that does not run
         # dry in the wait after a 429), two 429s bound its rate from above too.
         span = sent_at - refused_before
-        ceiling = _drain_ceiling(accepted, span, self.rate) if self.burst >= 3 else math.inf
+        drains = self.burst >= _ALLOWANCE_SEEN
+        ceiling = _drain_ceiling(accepted, span, self.rate) if drains else math.inf
         if ceiling < self.high:
             # Paced above what the limiter drained between its two 429s: a cut to just
             # under the pace that drew it was still over the rate, a staircase of 429s, one
-            # a cut (18 against 10 r/s with a burst of 5).
+            # a cut (17 of 217 requests against 10 r/s with a burst of 5).
             self.high, self.paced_high = ceiling, True
             self.low = min(self.low, ceiling / CLOSE_ENOUGH)
         self.low = max(self.low, min(floor, self.high / CLOSE_ENOUGH))
