@@ -7,35 +7,32 @@ accepted (``burst=0``). Virtual time has no jitter, so these count the search's 
 
 from __future__ import annotations
 
-import pytest
+import sys
+from pathlib import Path
+from typing import Literal
 
-from splitter import Policy, Splitter
-from splitter.sim import SimLimits, SimService
-from splitter.testing import assert_answers_match, open_sim_client
+import pytest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
+sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+try:  # the sweep's own cell: what these assert is what bench/leaky_sweep.py prints
+    from leaky_sweep import run_cell
+finally:
+    sys.path.pop(0)
+
 
 async def _run(
-    rate: float, n: int, strategy: str, burst: int = 0, count: bool = False
+    rate: float,
+    n: int,
+    strategy: Literal["fanout", "auto"],
+    burst: int = 0,
+    count: bool = False,
 ) -> tuple[int, int, float]:
-    """(requests, 429s, accepted requests per second over the limiter's rate)."""
-    service = SimService(
-        "instant",
-        time_scale=1.0,
-        limits=SimLimits(kind="leaky_bucket", rate=rate, burst=burst, count_rejected=count),
-        default_answer_tokens=5,
-    )
-    async with open_sim_client(service) as client:
-        result = await Splitter(client, policy=Policy(strategy=strategy)).aask_many(
-            [f"What is {i} + {i}?" for i in range(n)], model="m"
-        )
-    assert result.ok
-    assert_answers_match(result)
-    log = service.log
-    accepted = [r.arrived for r in log if r.status == 200]
-    span = max(accepted) - min(r.arrived for r in log)
-    return len(log), sum(r.status == 429 for r in log), (len(accepted) - 1) / span / rate
+    """(requests, 429s, accepted requests per second over the limiter's rate), every
+    question answered with its own answer."""
+    cell = await run_cell(rate, burst, n, strategy, count)
+    return cell.requests, cell.rejected, cell.reached
 
 
 @pytest.mark.parametrize("rate", [5.0, 20.0])
@@ -61,7 +58,7 @@ async def test_a_merging_plan_finds_the_rate_with_two_429s_at_most() -> None:
     ("rate", "strategy", "most"), [(5.0, "fanout", 4), (20.0, "fanout", 3), (5.0, "auto", 4)]
 )
 async def test_a_burst_allowance_does_not_pass_a_rate_above_the_limit_as_held(
-    rate: float, strategy: str, most: int
+    rate: float, strategy: Literal["fanout", "auto"], most: int
 ) -> None:
     """With a burst of 5 (nginx's ``burst=5 nodelay``) a rate 10% over the limit is refused
     only once its excess has filled the allowance, ~10 requests a request of it: held for
@@ -75,7 +72,7 @@ async def test_a_burst_allowance_does_not_pass_a_rate_above_the_limit_as_held(
 
 @pytest.mark.parametrize(("strategy", "least"), [("fanout", 0.93), ("auto", 0.9)])
 async def test_a_limiter_that_counts_refusals_is_not_found_below_its_rate(
-    strategy: str, least: float
+    strategy: Literal["fanout", "auto"], least: float
 ) -> None:
     """nginx-style accounting of a refused request: the request right after a 429 came one
     interval on, met the refusal still counted, and put the ceiling at the limit itself, so
