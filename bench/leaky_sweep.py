@@ -95,8 +95,9 @@ def _cell_in_a_fresh_process(
 def sweep(
     rates: Sequence[float], bursts: Sequence[int], n: int, strategy: Strategy, count: bool
 ) -> list[Cell]:
-    """Every cell, each in a fresh process, as many at once as there are CPUs (virtual
-    time: a cell's figures do not depend on how busy the machine is)."""
+    """Every cell, each in a fresh process, as many at once as there are CPUs (on virtual
+    time the machine's load does not move a cell's figures: one cell read the same alone
+    and beside two busy loops)."""
     grid = [(rate, burst) for rate in rates for burst in bursts]
 
     def one(cell: tuple[float, int]) -> Cell:
