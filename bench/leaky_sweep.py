@@ -18,6 +18,7 @@ depend on the machine's load: the same code printed the same table twice in a ro
 
     python bench/leaky_sweep.py                          # fan-out, 8 rates x 5 bursts, ~35 s
     python bench/leaky_sweep.py --strategy auto          # the default policy (~60 requests)
+    python bench/leaky_sweep.py --rtt 0.05               # a service 50 ms away (a 429 comes later)
     python bench/leaky_sweep.py --rates 5 20 --bursts 0 5 --count-rejected --json out.json
 """
 
@@ -36,6 +37,7 @@ from typing import Literal
 
 from splitter import Policy, Splitter
 from splitter.sim import SimLimits, SimService
+from splitter.sim._profiles import PROFILES
 from splitter.testing import assert_answers_match, open_sim_client, run_virtual
 
 RATES = (2.0, 3.0, 5.0, 7.0, 10.0, 13.0, 20.0, 30.0)
@@ -58,9 +60,13 @@ class Cell:
         return self.rejected <= MOST_429 * self.requests and self.reached >= LEAST_RATE
 
 
-async def run_cell(rate: float, burst: int, n: int, strategy: Strategy, count: bool) -> Cell:
+async def run_cell(
+    rate: float, burst: int, n: int, strategy: Strategy, count: bool, rtt: float = 0.0
+) -> Cell:
+    # The instant service, answering after ``rtt`` (a round trip: a 429 comes back then)
+    profile = PROFILES["instant"].model_copy(update={"rtt": rtt})
     service = SimService(
-        "instant",
+        profile,
         time_scale=1.0,
         limits=SimLimits(kind="leaky_bucket", rate=rate, burst=burst, count_rejected=count),
         default_answer_tokens=5,
@@ -80,12 +86,13 @@ async def run_cell(rate: float, burst: int, n: int, strategy: Strategy, count: b
 
 
 def _cell_in_a_fresh_process(
-    rate: float, burst: int, n: int, strategy: Strategy, count: bool
+    rate: float, burst: int, n: int, strategy: Strategy, count: bool, rtt: float
 ) -> Cell:
     """One cell in its own ``python`` process (``--one``): a cold process, as issue #14
     asks, and nothing one cell cached or learned carries into the next."""
     args = [sys.executable, str(Path(__file__).resolve()), "--one", str(rate), str(burst)]
-    args += ["--n", str(n), "--strategy", strategy] + (["--count-rejected"] if count else [])
+    args += ["--n", str(n), "--strategy", strategy, "--rtt", str(rtt)]
+    args += ["--count-rejected"] if count else []
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"rate {rate}, burst {burst}: {proc.stderr.strip()}")
@@ -93,7 +100,12 @@ def _cell_in_a_fresh_process(
 
 
 def sweep(
-    rates: Sequence[float], bursts: Sequence[int], n: int, strategy: Strategy, count: bool
+    rates: Sequence[float],
+    bursts: Sequence[int],
+    n: int,
+    strategy: Strategy,
+    count: bool,
+    rtt: float = 0.0,
 ) -> list[Cell]:
     """Every cell, each in a fresh process, as many at once as there are CPUs (on virtual
     time the machine's load does not move a cell's figures: one cell read the same alone
@@ -101,14 +113,17 @@ def sweep(
     grid = [(rate, burst) for rate in rates for burst in bursts]
 
     def one(cell: tuple[float, int]) -> Cell:
-        return _cell_in_a_fresh_process(cell[0], cell[1], n, strategy, count)
+        return _cell_in_a_fresh_process(cell[0], cell[1], n, strategy, count, rtt)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         return list(pool.map(one, grid))
 
 
-def print_table(cells: Sequence[Cell], bursts: Sequence[int], strategy: str, n: int) -> None:
-    print(f"{n} questions a cell, strategy {strategy}, virtual time; 429s/requests reached")
+def print_table(
+    cells: Sequence[Cell], bursts: Sequence[int], strategy: str, n: int, rtt: float = 0.0
+) -> None:
+    trip = f", round trip {rtt * 1000:g} ms" if rtt else ""
+    print(f"{n} questions a cell, strategy {strategy}{trip}, virtual time; 429s/requests reached")
     print(f"{'r/s':>6} | " + " | ".join(f"{'burst ' + str(b):<15}" for b in bursts))
     by_rate: dict[float, list[Cell]] = {}
     for cell in cells:
@@ -136,22 +151,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--count-rejected", action="store_true", help="refused requests fill the bucket too"
     )
     parser.add_argument(
+        "--rtt", type=float, default=0.0, help="the service's round trip, seconds (default 0)"
+    )
+    parser.add_argument(
         "--one", nargs=2, type=float, metavar=("RATE", "BURST"), help=argparse.SUPPRESS
     )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     if any(r <= 0 for r in args.rates) or any(b < 0 for b in args.bursts) or args.n < 2:
         parser.error("--rates must be > 0, --bursts >= 0 and --n >= 2")
+    if args.rtt < 0:
+        parser.error("--rtt must be >= 0")
     if args.one is not None:  # one cell, this process (see _cell_in_a_fresh_process)
         rate, burst = args.one
-        cell = run_virtual(run_cell, rate, int(burst), args.n, args.strategy, args.count_rejected)
+        cell = run_virtual(
+            run_cell, rate, int(burst), args.n, args.strategy, args.count_rejected, args.rtt
+        )
         print(json.dumps(asdict(cell)))
         return 0
-    cells = sweep(args.rates, args.bursts, args.n, args.strategy, args.count_rejected)
-    print_table(cells, args.bursts, args.strategy, args.n)
+    cells = sweep(args.rates, args.bursts, args.n, args.strategy, args.count_rejected, args.rtt)
+    print_table(cells, args.bursts, args.strategy, args.n, args.rtt)
     if args.json is not None:
         rows = [{**asdict(c), "met": c.met} for c in cells]
-        args.json.write_text(json.dumps({"strategy": args.strategy, "cells": rows}, indent=1))
+        saved = {"strategy": args.strategy, "rtt": args.rtt, "cells": rows}
+        args.json.write_text(json.dumps(saved, indent=1))
     return 0
 
 

@@ -19,11 +19,14 @@ def test_leaky_sweep_prints_a_cell_per_rate_and_burst(tmp_path: Path, run_bench:
     out = tmp_path / "sweep.json"
     proc = run_bench(
         "leaky_sweep.py", "--rates", "5", "20", "--bursts", "0", "5", "--n", "40",
-        "--json", str(out),
+        "--rtt", "0.01", "--json", str(out),
     )  # fmt: skip
     summary = SUMMARY.search(proc.stdout)
     assert summary is not None, proc.stdout
-    cells = json.loads(out.read_text())["cells"]
+    saved = json.loads(out.read_text())
+    assert saved["rtt"] == 0.01
+    assert "round trip 10 ms" in proc.stdout
+    cells = saved["cells"]
     assert [(c["rate"], c["burst"]) for c in cells] == [(5, 0), (5, 5), (20, 0), (20, 5)]
     assert int(summary.group(2)) == 4
     assert int(summary.group(1)) == sum(c["met"] for c in cells)
