@@ -86,7 +86,7 @@ async def test_a_limiter_that_counts_refusals_is_not_found_below_its_rate(
 @pytest.mark.parametrize(
     ("rate", "burst", "most", "least"),
     [
-        # slow start's bracket was an allowance's, then a 15% cut a 429: 18 of 218 before
+        # slow start's bracket was an allowance's, then a 15% cut a 429: 17 of 217 before
         (10.0, 5, 6, 0.85),
         # cut to the drain's floor, its climbs held back by the allowance: 0.68 and 0.77
         (7.0, 10, 4, 0.85),
