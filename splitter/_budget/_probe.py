@@ -58,6 +58,7 @@ class Probe:
     since: float = 0.0  # when the rate last changed
     count: int = 0  # requests sent at this rate since then
     cut_at: float = -math.inf
+    resume_at: float = -math.inf  # the first send a cut paced (booked after it)
     tat: float = -math.inf  # GCRA: the theoretical time of the next send
     sends: list[float] = field(default_factory=list)
     paced_high: bool = False  # ``high`` drew a 429 while paced (not slow start's guess)
@@ -141,8 +142,12 @@ class Probe:
         self, sent_at: float, now: float, *, first_guess: float, told: float | None = None
     ) -> None:
         """A 429 for a request sent at ``sent_at``; ``told``: the rate the user stated."""
-        if sent_at < self.cut_at:
-            return  # sent before the last cut: the same overload, already answered
+        if sent_at < self.resume_at:
+            # Sent before the last cut's pace could space it (booked before that 429 came
+            # back, however late it left): the same overload, already answered. Taken as
+            # the new pace's, one such request, sent as the first 429 came back 50 ms
+            # after slow start's burst, cut a 30 r/s bucket's search to 5 r/s.
+            return
         floor = self._floor(sent_at)
         # Accepted at this pace since a 429 left the limiter full: no burst allowance
         # could have let them through, so the pace was about the limit (timing decided).
@@ -168,6 +173,7 @@ class Probe:
             # guess, and look for the limit from there.
             self._set(first_guess, now)
             self.cut_at, self.tat = now, now + 1 / first_guess
+            self.resume_at = self.tat
             return
         if too_fast < self.high:
             self.high, self.paced_high = too_fast, self.rate is not None or told is not None
@@ -219,7 +225,7 @@ class Probe:
         # one interval on was refused too, putting the ceiling at the limit itself (a
         # search that then settled at 0.88 of it). Elsewhere it costs one interval a 429.
         self.cut_at = now
-        self.tat = now + 2 / rate
+        self.tat = self.resume_at = now + 2 / rate
 
     def _bracket(self, too_fast: float) -> float:
         """Slow start's first 429, at ``too_fast``: the rate of the request accepted just

@@ -120,3 +120,12 @@ async def test_a_bracket_slow_start_measured_is_bisected_to_within_eight_percent
     requests, rejected, reached = await _run(20.0, 200, "fanout")
     assert rejected <= 0.02 * requests, f"{rejected} of {requests} answered 429"
     assert reached >= 0.9, f"{reached:.2f} of the rate"
+
+
+async def test_a_429_of_a_request_booked_before_the_last_cut_does_not_cut_again() -> None:
+    """A service 50 ms away: slow start's first 429 comes back after 20 more requests have
+    gone, and one sent as it came back, booked before it, was refused by the same full
+    bucket. Taken as the new pace's, it cut the search for a 30 r/s bucket with a burst of
+    10 to 5 r/s, and the run reached 0.31 of the rate."""
+    cell = await run_cell(30.0, 10, 200, "fanout", False, rtt=0.05)
+    assert cell.reached >= 0.85, f"{cell.reached:.2f} of the rate"
