@@ -57,7 +57,8 @@ class Probe:
     high: float = math.inf  # slowest rate that drew a 429
     since: float = 0.0  # when the rate last changed
     count: int = 0  # requests sent at this rate since then
-    cut_at: float = -math.inf
+    cut_at: float = -math.inf  # when the rate was last cut (read by nothing now: a field
+    # still, so an account state another version of splitter wrote to Redis still loads)
     resume_at: float = -math.inf  # the first send a cut paced (booked after it)
     tat: float = -math.inf  # GCRA: the theoretical time of the next send
     sends: list[float] = field(default_factory=list)
