@@ -22,7 +22,6 @@ A service may serve the caller's event loop (in-process door) or the uvicorn thr
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import time
 from typing import TYPE_CHECKING, Any
@@ -52,11 +51,7 @@ from splitter.sim._quality import merged_quality
 from splitter.sim._replies import (
     Reply,
     chat_choices,
-    chunk_choices,
     decide_reply,
-    each_choice,
-    response_events,
-    tool_chunk_choices,
 )
 from splitter.sim._requests import (
     BadRequest,
@@ -66,11 +61,12 @@ from splitter.sim._requests import (
     parse_embeddings,
     parse_responses,
 )
+from splitter.sim._streams import chat_sse, response_sse
 from splitter.sim._timings import props_response, timings_of
 from splitter.sim._transport import make_transport
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from splitter.sim._asgi import ASGIApp
     from splitter.sim._engine import Sequence
@@ -381,10 +377,8 @@ class SimService:
         )
         # A truncated stream stops halfway, with neither its end event nor [DONE].
         half = len(reply.pieces) // 2 if call.fault is FaultKind.TRUNCATE else None
-        if request.api == "chat":
-            chunks = self._sse(call, request, seq, reply, half)
-        else:
-            chunks = self._response_sse(call, request, seq, reply, half)
+        stream = chat_sse if request.api == "chat" else response_sse
+        chunks = stream(self, call, request, seq, reply, half)
 
         def on_close() -> None:
             self._engine.release(seq)
@@ -404,63 +398,3 @@ class SimService:
     def _cached(self, call: Call) -> int | None:
         """``usage.prompt_tokens_details.cached_tokens``, reported only with a prefix cache."""
         return None if self.profile.prefix_cache == "none" else call.cached_tokens
-
-    async def _sse(
-        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
-    ) -> AsyncGenerator[bytes, None]:
-        chunk = functools.partial(
-            _wire.chat_chunk,
-            id_=f"chatcmpl-sim{call.number}",
-            created=int(time.time()),
-            model=request.model,
-        )
-        opening = {"role": "assistant", "content": "" if reply.tool_calls == () else None}
-        yield chunk(delta=None, choices=each_choice(reply, delta=opening))
-        pieces = reply.pieces
-        if reply.tool_calls:
-            await self._engine.wait_tokens(seq, reply.choice_tokens)
-            yield chunk(delta=None, choices=tool_chunk_choices(reply, str(call.number)))
-        end = len(pieces) if stop is None else stop
-        sent = 0
-        while sent < end:
-            ready = await self._ready(seq, sent, end)
-            # Every token produced since the last write, one chunk event each.
-            yield b"".join(
-                chunk(delta=None, choices=chunk_choices(reply, pieces[i : i + 1], i))
-                for i in range(sent, ready)
-            )
-            sent = ready
-        if stop is not None:
-            call.error_code = "truncated"
-            call.finished = self._clock()
-            return
-        timings = timings_of(seq, self.profile, self.time_scale)  # llama-server's last chunk
-        told = None if timings is None else {"timings": timings}
-        tail = chunk(
-            delta=None, choices=each_choice(reply, delta={}, finish_reason=reply.finish), extra=told
-        )
-        if request.include_usage:
-            call.cached_tokens = seq.cached
-            usage = (call.prompt_tokens, call.completion_tokens, self._cached(call))
-            tail += chunk(delta=None, usage=usage)
-        yield tail + _wire.DONE
-        call.finished = self._clock()
-
-    async def _response_sse(
-        self, call: Call, request: GenerationRequest, seq: Sequence, reply: Reply, stop: int | None
-    ) -> AsyncGenerator[bytes, None]:
-        pieces = reply.pieces
-        events = response_events(self._response(call, request, reply), pieces)
-        yield b"".join(events[:4])
-        end = len(pieces) if stop is None else stop
-        sent = 0
-        while sent < end:
-            ready = await self._ready(seq, sent, end)
-            yield b"".join(events[4 + sent : 4 + ready])
-            sent = ready
-        if stop is not None:
-            call.error_code = "truncated"
-            call.finished = self._clock()
-            return
-        yield b"".join(events[4 + len(pieces) :])
-        call.finished = self._clock()
