@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from splitter.sim._asgi import ASGIApp
-    from splitter.sim._engine import Sequence
 
 __all__ = ["BodyStream", "RequestRecord", "SimResponse", "SimService"]
 
@@ -389,11 +388,6 @@ class SimService:
 
         call.status = 200
         return SimResponse(200, [SSE], stream=BodyStream(chunks, on_close))
-
-    async def _ready(self, seq: Sequence, sent: int, end: int) -> int:
-        """How many tokens (at most ``end``) are out once the one after ``sent`` is."""
-        await self._engine.wait_tokens(seq, sent + 1)
-        return min(seq.tokens, end)
 
     def _cached(self, call: Call) -> int | None:
         """``usage.prompt_tokens_details.cached_tokens``, reported only with a prefix cache."""

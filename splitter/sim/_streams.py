@@ -21,7 +21,7 @@ from splitter.sim._timings import timings_of
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
 
-    from splitter.sim._engine import Sequence
+    from splitter.sim._engine import Engine, Sequence
     from splitter.sim._exchange import Call
     from splitter.sim._requests import GenerationRequest
     from splitter.sim._service import SimService
@@ -52,7 +52,7 @@ async def chat_sse(
     end = len(pieces) if stop is None else stop
     sent = 0
     while sent < end:
-        ready = await service._ready(seq, sent, end)
+        ready = await _ready(service._engine, seq, sent, end)
         # Every token produced since the last write, one chunk event each.
         yield b"".join(
             chunk(delta=None, choices=chunk_choices(reply, pieces[i : i + 1], i))
@@ -90,7 +90,7 @@ async def response_sse(
     end = len(pieces) if stop is None else stop
     sent = 0
     while sent < end:
-        ready = await service._ready(seq, sent, end)
+        ready = await _ready(service._engine, seq, sent, end)
         yield b"".join(events[4 + sent : 4 + ready])
         sent = ready
     if stop is not None:
@@ -99,3 +99,9 @@ async def response_sse(
         return
     yield b"".join(events[4 + len(pieces) :])
     call.finished = service._clock()
+
+
+async def _ready(engine: Engine, seq: Sequence, sent: int, end: int) -> int:
+    """How many tokens (at most ``end``) are out once the one after ``sent`` is."""
+    await engine.wait_tokens(seq, sent + 1)
+    return min(seq.tokens, end)
