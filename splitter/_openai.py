@@ -55,6 +55,9 @@ class Completion:
     request_id: str | None
     headers: Mapping[str, str]
     elapsed: float
+    # Streamed: seconds from sending to the response's headers, which came before the body
+    # (a service's processing time in them is its time to the first byte, not the whole).
+    headers_after: float | None = None
 
 
 class OpenAIBackend:
@@ -153,12 +156,13 @@ class OpenAIBackend:
                 # leaves an event generator unfinished at [DONE] (trio warns about it).
                 async with create(**kwargs) as response:
                     headers, request_id = response.headers, response.request_id
+                    headers_at = _clock.now()
                     async for line in response.iter_lines():
                         piece = collected.line(line)
                         if piece:
                             on_delta(piece)
             else:
-                headers, request_id = await anyio.to_thread.run_sync(
+                headers, request_id, headers_at = await anyio.to_thread.run_sync(
                     functools.partial(self._read_sync, create, kwargs, collected, on_delta),
                     abandon_on_cancel=True,
                     limiter=self._threads,
@@ -182,6 +186,7 @@ class OpenAIBackend:
             request_id=request_id,
             headers=headers,
             elapsed=elapsed,
+            headers_after=headers_at - started,
         )
 
     def _read_sync(
@@ -190,13 +195,14 @@ class OpenAIBackend:
         kwargs: dict[str, Any],
         collected: _Collected | ResponsesCollected,
         on_delta: Callable[[str], None],
-    ) -> tuple[Mapping[str, str], str | None]:
+    ) -> tuple[Mapping[str, str], str | None, float]:
         with create(**kwargs) as response:
+            headers_at = _clock.now()
             for line in response.iter_lines():
                 piece = collected.line(line)
                 if piece:
                     anyio.from_thread.run_sync(on_delta, piece)
-            return response.headers, response.request_id
+            return response.headers, response.request_id, headers_at
 
     async def _told(self, timings: EngineTimings | None) -> None:
         """A response's engine timings to the readings; the first time, ``GET /props``."""

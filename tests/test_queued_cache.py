@@ -172,7 +172,9 @@ async def test_fan_out_past_the_slots_is_predicted_with_the_queued_requests_cach
 async def test_after_a_primed_batch_on_slot_caches_primed_is_priced_uncached() -> None:
     """A primed batch's followers land on other slots than the first's and are served none
     of the document: the model learns a per-slot cache, and auto then prices primed fan-out
-    without the cache (priced as cached, it was auto's choice where it only adds a wait)."""
+    without the cache: about as fast as fan-out (on compute-bound prefill its first request
+    prefills alone, the rest together: the simulator's walls are 16.0 s and 16.2 s), where
+    priced as cached it was a third of that and auto's choice for a mere wait."""
     async with open_sim_client(_engine()) as client:
         splitter = Splitter(client, policy=_policy("auto"), model="m")
         before = splitter.plan(_batch(4, "before"), context="Zero. " + DOC)
@@ -185,8 +187,7 @@ async def test_after_a_primed_batch_on_slot_caches_primed_is_priced_uncached() -
     assert learned.cache_per_slot is True
     primed = next(c for c in plan.candidates if c.primed)
     fanout = next(c for c in plan.candidates if c.label == "fan-out")
-    assert primed.latency >= fanout.latency
-    assert plan.chosen.label != "primed fan-out"
+    assert primed.latency >= 0.95 * fanout.latency
 
 
 def test_a_model_saved_before_the_slope_keeps_its_cached_cost() -> None:
