@@ -135,6 +135,21 @@ class CanaryRecord:
         self.sent_since += 1
         return True
 
+    def due_count(self, policy: MergePolicy, merged: int, pending_requests: int = 0) -> int:
+        """How many of the next ``merged`` merged requests :meth:`due` would send a canary
+        for, ``pending_requests`` of the batch counted as sent (nothing is counted here:
+        what the planner prices)."""
+        if not policy.canaries or merged <= 0:
+            return 0
+        first = min(merged, max(0, policy.canary_first - self.sent))
+        later = 0
+        seen = self.requests_since + pending_requests
+        for _ in range(merged - first):
+            if self.sent_since + later + 1 > policy.canary_share * seen:
+                break
+            later += 1
+        return first + later
+
     def count_requests(self, requests: int, policy: MergePolicy) -> None:
         """A batch sent ``requests`` (canaries included): the share is of these once settled."""
         if self.sent >= policy.canary_first:

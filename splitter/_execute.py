@@ -228,12 +228,13 @@ class _Run:
         if structured is not None:
             params = {**params, "response_format": merged_format(structured, len(texts))}
         reserve = group.input_tokens + (group.max_tokens or group.output_tokens)
-        canary = self._canary_for(group)
+        # Beside the merged request, the check costs a request, not a wait; where the plan
+        # priced it cheaper once the reply is back (a long shared prefix, compute-bound
+        # prefill: the cache then serves it), after.
+        canary = None if state.canary_after else self._canary_for(group)
         solo: list[Answer] = []
         async with anyio.create_task_group() as tg:
             if canary is not None:
-                # Sent beside the merged request, not after it: the check costs a request,
-                # not a round trip of waiting.
                 tg.start_soon(self._ask_canary, canary, solo)
             with started:
                 out = Outgoing(spec.messages(prompt.text), params, reserve, started)
@@ -253,6 +254,11 @@ class _Run:
             outcome, prompt, group.indexes, state.questions, state.endpoint, attempts, structured
         )
         answers = {answer.index: answer for answer in reply.answers}
+        if state.canary_after and answers:
+            canary = self._canary_for(group, among=[i for i in group.indexes if i in answers])
+            if canary is not None:
+                await self._ask_canary(canary, solo)
+                alone = solo[0] if solo[0].ok else None
         replaced: dict[int, Usage] = {}
         if alone is not None and alone.index in answers:
             replaced = self._compare(answers, alone)
@@ -269,13 +275,15 @@ class _Run:
         layout = self.state.endpoint.merges.choose(self.state.policy.merge.format)
         return TEXT_ANSWERS if layout == "json" else None
 
-    def _canary_for(self, group: Group) -> int | None:
-        """The item of ``group`` to ask alone as well, if a canary is due."""
+    def _canary_for(self, group: Group, among: Sequence[int] | None = None) -> int | None:
+        """The item of ``group`` (of ``among`` it, where given) to ask alone as well, if a
+        canary is due."""
         state = self.state
         if state.policy.strategy != "auto":
             return None  # a pinned strategy is the caller's decision: nothing to learn for
         record = state.endpoint.canaries
-        index = group.indexes[(record.sent + 1) % len(group.indexes)]
+        pool = among if among is not None else group.indexes
+        index = pool[(record.sent + 1) % len(pool)]
         reserve = state.reserve_single(index)
         # A canary never makes the batch wait for the rate limit: without a request (and
         # its tokens) to spare beyond the plan's, the check waits for a later request.

@@ -40,5 +40,13 @@ def explain_plan(plan: Plan) -> str:
     lines.append(service)
     if plan.agreement is not None:
         lines.append(plan.agreement.describe(plan.min_agreement))
+    chosen = plan.chosen
+    if chosen.canaries and chosen.checked_latency is not None:
+        where = "once its reply is back" if chosen.canary_after else "beside it"
+        lines.append(
+            f"canaries: {chosen.canaries} merged request(s) checked by the same question "
+            f"asked alone, {where}: {chosen.checked_latency:.2f}s with them, "
+            f"{chosen.canary_tokens} tokens more"
+        )
     lines.append(f"why: {plan.reason}")
     return "\n".join(lines)

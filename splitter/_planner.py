@@ -11,11 +11,12 @@ max_tokens fit in the token budget (TPM). The objective picks among the candidat
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ._budget import BudgetSnapshot
 from ._canary import Agreement
+from ._canary_plan import Canaries, with_canaries
 from ._cost_model import ServiceEstimate, simulate
 from ._explain import explain_plan
 from ._groups import Group, PlanItem, Repair, Requests, group_of, groupings
@@ -48,6 +49,14 @@ class Candidate:
     cost: int
     budget_wait: float  # the longest any request waits for the rate-limit budget
     primed: bool = False  # the first request goes alone; the rest at its first token
+    # Merged requests that carry a canary, and whether each goes once its merged reply is
+    # back rather than beside it; the makespan with them and their tokens. Candidates are
+    # chosen without them: a canary is what merging costs while its answers are checked,
+    # and priced in, a merge that pays off once checked would never be checked.
+    canaries: int = 0
+    canary_after: bool = False
+    checked_latency: float | None = None
+    canary_tokens: int = 0
     # The Groups, made when first read: a plan prices several candidates and sends one.
     _made: list[tuple[Group, ...]] = field(
         default_factory=list, init=False, repr=False, compare=False
@@ -91,7 +100,9 @@ class Plan:
 
     @property
     def predicted_latency(self) -> float:
-        return self.chosen.latency
+        """The chosen plan's predicted makespan, its canaries included."""
+        chosen = self.chosen
+        return chosen.latency if chosen.checked_latency is None else chosen.checked_latency
 
     def explain(self) -> str:
         """A small table of the candidates, the chosen one marked, and the reason."""
@@ -109,6 +120,7 @@ def plan_wave(
     alone: int | None = None,
     merge_success: float = 1.0,
     agreement: Agreement | None = None,
+    canaries: Callable[[int, int], int] | None = None,
 ) -> Plan:
     """Price the candidate plans for ``items`` and choose one by the policy's objective.
 
@@ -118,7 +130,9 @@ def plan_wave(
     are re-asked alone after their merged request, which a merged group is charged for.
     ``agreement`` is how often merged answers agreed with their canaries: under
     ``strategy="auto"`` with canaries on, below ``MergePolicy.min_agreement`` only fan-out
-    is priced.
+    is priced. ``canaries(merged, requests)``: how many of a candidate's ``merged`` requests
+    (of ``requests``) the executor would send a canary beside; each candidate is priced
+    with them (``_canary_plan``).
     """
     if not items:
         raise ValueError("nothing to plan")
@@ -132,9 +146,17 @@ def plan_wave(
     # Every request begins with the batch's system prompt and context unless a question
     # brings its own: then a request queued at the server finds that prefix cached.
     shared = preamble_tokens if len({it.shape for it in items}) == 1 else 0
+    checks = None
+    if canaries is not None and policy.strategy == "auto" and policy.merge.canaries:
+        checks = Canaries(canaries, {it.index: it for it in items}, preamble_tokens)
     candidates = tuple(
         _price(
-            Requests.joined([*ahead, requests]), estimate, budget, concurrency, shared_prefix=shared
+            Requests.joined([*ahead, requests]),
+            estimate,
+            budget,
+            concurrency,
+            shared_prefix=shared,
+            canaries=checks,
         )
         for requests in groupings(rest, policy, preamble_tokens, repair, distrusted)
     ) or (_price(Requests.joined(ahead), estimate, budget, concurrency, shared_prefix=shared),)
@@ -201,12 +223,14 @@ def _price(
     primed: int | None = None,
     *,
     shared_prefix: int = 0,
+    canaries: Canaries | None = None,
 ) -> Candidate:
     """Predict the schedule: longest request first, each started when a slot and the budget
     allow, decoding in a shared batch whose per-token time grows with its size. ``primed``:
     the shared prefix's tokens, when the rest wait for the first's first token (``_primed``).
     ``shared_prefix``: the tokens every request begins with, served from the engine's cache
-    to a request that waits for an engine slot (one the plan's own requests held)."""
+    to a request that waits for an engine slot (one the plan's own requests held).
+    ``canaries``: the merged requests' canaries, priced in (``_canary_plan``)."""
     order = _longest_first(requests)
     ready = _budget_ready(order, budget)
     waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
@@ -217,7 +241,26 @@ def _price(
         if primed is not None:
             inputs, ready = primed_schedule(inputs, ready, estimate, primed)
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency, queued)
+        checked = None
+        if canaries is not None and primed is None:
+            checked = with_canaries(
+                order, inputs, ready, estimate, concurrency, queued, canaries, finishes
+            )
+        if checked is not None:
+            return Candidate(
+                requests=order,
+                starts=tuple(starts),
+                finishes=tuple(finishes),
+                latency=max(finishes),
+                cost=sum(order.input_tokens) + sum(order.output_tokens),
+                budget_wait=waited,
+                canaries=checked.count,
+                canary_after=checked.after,
+                checked_latency=checked.latency,
+                canary_tokens=checked.tokens,
+            )
     else:
+        # Past _FLUID_UP_TO requests a canary or two moves nothing the steady state shows.
         starts, finishes = _steady(order, ready, estimate, concurrency)
     return Candidate(
         requests=order,

@@ -90,6 +90,7 @@ class RunState:
         self.relay: Relay | None = None
         self.positions = positions  # the caller's index of each question of this run
         self.plan_groups = groups
+        self.canary_after = plan.chosen.canary_after  # canaries go once their reply is back
         self.head: int | None = None  # the answer the others wait for (streamed or primed)
         self.head_started: anyio.Event | None = None
         # Prompt tokens the requests sent after the head's first token share with it (the

@@ -90,6 +90,9 @@ class Runner:
                 self.policy.merge.format, schema=spec.structured is not None
             ),
             agreement=endpoint.canaries.agreement,
+            canaries=lambda merged, requests: endpoint.canaries.due_count(
+                self.policy.merge, merged, requests
+            ),
         )
 
     async def run(

@@ -1,0 +1,132 @@
+"""Canaries priced in the plan (issue #19): a merged request's canary is a real request, so
+the predicted wall time includes it, and it goes where it costs least: beside its merged
+request, or once the merged reply is back where the engine's cache then serves the shared
+context. On the simulator on virtual time, with a service model that knows the engine."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from splitter import BatchResult, Limits, MergePolicy, Policy, Question, ServicePrior, Splitter
+from splitter._canary import CanaryRecord
+from splitter.sim import Profile, SimService, answer_tag
+from splitter.testing import open_sim_client
+
+DOC = "the cat sat " * 800  # 2,400 prompt tokens of shared context, as both count them
+ENGINE = dict(rtt=0.004, ttft0=0.02, prefill_rate=1_000.0, tpot1=0.01, beta=0.05, slots=8)
+
+
+def _questions(n: int, answer: int) -> list[Question]:
+    return [Question(text=f"Item {i}? [len={answer}]", expected_tokens=answer) for i in range(n)]
+
+
+async def _batch(
+    cache: str,
+    *,
+    canaries: bool = True,
+    cached_rate: float | None = None,
+    off_topic: bool = False,
+) -> tuple[BatchResult, SimService]:
+    """Five 8-token questions about DOC, auto with a prior that knows the engine."""
+    profile = Profile(
+        name="doc",
+        context_window=200_000,
+        prefix_cache=cache,  # type: ignore[arg-type]
+        shared_prefill=True,
+        merge_good_items=1 if off_topic else None,
+        **ENGINE,  # type: ignore[arg-type]
+    )
+    prior = ServicePrior(prefill_share=1.0, cached_rate=cached_rate, weight=1e6, **ENGINE)  # type: ignore[arg-type]
+    merge = MergePolicy(max_per_request=5, canaries=canaries)
+    policy = Policy(prior=prior, merge=merge, limits=Limits(slow_start=False))
+    service = SimService(profile)
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, policy=policy, model="m")
+        if cache == "slot":
+            # A primed batch on another document first: its followers, sent beside the
+            # first request, miss the prefix its slot holds, so the cache is learned per slot
+            # (and primed fan-out priced as gaining nothing from it).
+            asker.policy = policy.model_copy(update={"strategy": "primed"})
+            await asker.aask_many(_questions(3, 8), context="the dog sat " * 800)
+            asker.policy = policy
+            service.log.clear()
+        result = await asker.aask_many(_questions(5, 8), context=DOC)
+    assert result.plan is not None
+    return result, service
+
+
+def test_due_count_is_what_due_would_send() -> None:
+    """The planner's preview of the canaries a batch's merged requests would carry equals
+    what the executor's ``due`` then sends, before and after the endpoint settles."""
+    policy = MergePolicy(canary_first=3, canary_share=0.05)
+    record = CanaryRecord()
+    for merged, requests in [(2, 2), (4, 4), (1, 10), (3, 30), (5, 5), (2, 60)]:
+        preview = record.due_count(policy, merged, requests)
+        trial = copy.deepcopy(record)
+        assert preview == sum(trial.due(policy, requests) for _ in range(merged))
+        for _ in range(merged):
+            record.due(policy, requests)
+        record.count_requests(requests + preview, policy)
+    assert record.sent > policy.canary_first  # the settled phase was reached and previewed
+    assert CanaryRecord().due_count(MergePolicy(canaries=False), 3, 3) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_canary_beside_its_merged_request_is_in_the_predicted_wall() -> None:
+    """No cache: the canary's prefill of the document shares the engine with the merged
+    request's, and the prediction counts it (without it, the batch took ~2x its plan)."""
+    result, service = await _batch("none")
+    plan = result.plan
+    assert plan is not None
+    assert plan.chosen.label == "merge"
+    assert result.stats.canaries == 1
+    assert len(service.log) == 2
+    assert not plan.chosen.canary_after
+    assert plan.predicted_latency > 1.5 * plan.chosen.latency  # the canary priced in
+    assert plan.predicted_latency == pytest.approx(result.stats.wall_time, rel=0.10)
+    assert "canaries: 1 merged request(s)" in plan.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_canary_goes_after_the_reply_where_the_cache_then_serves_it() -> None:
+    """A per-slot cache known to be fast: the canary waits for the merged reply, takes the
+    slot the merged request freed and reads the document from it, so checking costs a
+    short request, not a second prefill of the document."""
+    result, service = await _batch("slot", cached_rate=1e6)
+    unchecked, _ = await _batch("slot", cached_rate=1e6, canaries=False)
+    plan = result.plan
+    assert plan is not None
+    assert plan.chosen.label == "merge"
+    assert plan.chosen.canary_after
+    assert result.stats.canaries == 1
+    (merged,) = [r for r in service.log if len(r.questions) > 1]
+    (canary,) = [r for r in service.log if len(r.questions) == 1]
+    assert canary.arrived >= merged.finished  # sent once the merged reply was back
+    # The document, read from the merged request's slot: all but the system prompt's few
+    # tokens of both requests are the canary's (unchecked, the merged one had ~30).
+    assert result.usage.cached_tokens - unchecked.usage.cached_tokens >= 2_400
+    assert result.stats.wall_time < 1.2 * unchecked.stats.wall_time
+    assert plan.predicted_latency == pytest.approx(result.stats.wall_time, rel=0.10)
+    assert "once its reply is back" in plan.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_canary_after_the_reply_that_disagrees_still_replaces_the_merged_answers() -> None:
+    """Merged answers off-topic past the first item, the canary sent after the reply: it
+    disagrees, and every merged answer it makes untrusted is asked again alone, so each
+    question gets its own answer and none twice."""
+    result, _ = await _batch("slot", cached_rate=1e6, off_topic=True)
+    plan = result.plan
+    assert plan is not None
+    assert plan.chosen.canary_after
+    assert result.stats.canary_disagreements == result.stats.canaries == 1
+    assert result.ok
+    assert [a.index for a in result] == list(range(5))
+    assert all(
+        a.text is not None and a.text.startswith(answer_tag(a.question.text)) for a in result
+    )
