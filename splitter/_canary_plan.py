@@ -7,18 +7,28 @@ document, 16-token answers: two questions merged took 8.9 s with their canary ag
 without). Sent once its merged reply is back instead, it finds the shared prefix in the
 engine's cache (the slot the merged request freed, or a shared cache) and costs a short
 prefill and its own answer; where decoding dominates it costs a whole answer's wait, and
-beside is cheaper. Each candidate is priced both ways and keeps the faster.
+beside is cheaper. Each candidate is priced both ways and keeps the faster, but after only
+where merged replies are read back reliably: a reply that gives answers back unread is
+re-asked alone, and the re-asks then land on slots that never held the shared context,
+where a canary sent beside would have warmed one and served as one of them (measured on
+llama-server with SmolLM2, whose merged replies mostly fail to parse: a canary after its
+reply took 0.4 s reading 1,547 of 1,567 prompt tokens from the merged request's slot, and
+the check was done at 8.0 s against 13.6 s beside; but batches whose replies failed ended
+at 18.9 s against 14.5 s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ._cost_model import ServiceEstimate, simulate
 from ._groups import PlanItem, Requests
 
 __all__ = ["Canaries", "CanaryPricing", "with_canaries"]
+
+_AFTER_NEEDS = 0.9  # the share of merged answers read back that a canary after needs
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +39,8 @@ class Canaries:
     due: Callable[[int, int], int]  # (merged requests, requests) -> canaries
     items: dict[int, PlanItem]
     preamble: int  # the system prompt and context every request begins with
+    merge_success: float = 1.0  # the share of merged answers read back (``_merge``)
+    placement: Literal["auto", "beside", "after"] = "auto"  # ``MergePolicy.canary_placement``
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,9 @@ def with_canaries(
         b_in, b_out, b_ready, estimate, concurrency, b_queued if queued is not None else None
     )
     beside = max(b_finishes)
+    placement = canaries.placement
+    if placement == "beside" or (placement == "auto" and canaries.merge_success < _AFTER_NEEDS):
+        return CanaryPricing(count, False, beside, tokens)
     # After: each canary sent once its merged reply is back, its shared prefix read from the
     # cache where one has been seen (the merged request's slot is free again).
     late = sorted(range(count), key=lambda k: finished[checked[k]])
@@ -104,4 +119,6 @@ def with_canaries(
     a_queued = None if queued is None else [*queued, *a_in[len(order) :]]
     _, a_finishes = simulate(a_in, a_out, a_ready, estimate, concurrency, a_queued)
     after = max(a_finishes)
-    return CanaryPricing(count, after < beside, min(after, beside), tokens)
+    if placement == "after" or after < beside:
+        return CanaryPricing(count, True, after, tokens)
+    return CanaryPricing(count, False, beside, tokens)

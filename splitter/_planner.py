@@ -148,7 +148,13 @@ def plan_wave(
     shared = preamble_tokens if len({it.shape for it in items}) == 1 else 0
     checks = None
     if canaries is not None and policy.strategy == "auto" and policy.merge.canaries:
-        checks = Canaries(canaries, {it.index: it for it in items}, preamble_tokens)
+        checks = Canaries(
+            canaries,
+            {it.index: it for it in items},
+            preamble_tokens,
+            merge_success,
+            policy.merge.canary_placement,
+        )
     candidates = tuple(
         _price(
             Requests.joined([*ahead, requests]),

@@ -174,6 +174,13 @@ class MergePolicy(_Config):
         "(docs/planner.md, 'Merge quality'); a disagreeing merged answer is replaced by the "
         "solo one. False: no canaries and no agreement gate.",
     )
+    canary_placement: Literal["auto", "beside", "after"] = Field(
+        "auto",
+        description="Where a canary goes: 'beside' its merged request (at once), 'after' "
+        "its reply is back (the engine's prefix cache then holds the shared context), or "
+        "'auto', whichever the plan prices faster ('after' only while merged replies are "
+        "read back reliably).",
+    )
     canary_first: int = Field(
         8,
         ge=0,

@@ -10,7 +10,10 @@ import copy
 import pytest
 
 from splitter import BatchResult, Limits, MergePolicy, Policy, Question, ServicePrior, Splitter
+from splitter._budget import BudgetSnapshot
 from splitter._canary import CanaryRecord
+from splitter._cost_model import ServiceEstimate
+from splitter._planner import PlanItem, plan_wave
 from splitter.sim import Profile, SimService, answer_tag
 from splitter.testing import open_sim_client
 
@@ -28,6 +31,7 @@ async def _batch(
     canaries: bool = True,
     cached_rate: float | None = None,
     off_topic: bool = False,
+    placement: str = "auto",
 ) -> tuple[BatchResult, SimService]:
     """Five 8-token questions about DOC, auto with a prior that knows the engine."""
     profile = Profile(
@@ -39,7 +43,7 @@ async def _batch(
         **ENGINE,  # type: ignore[arg-type]
     )
     prior = ServicePrior(prefill_share=1.0, cached_rate=cached_rate, weight=1e6, **ENGINE)  # type: ignore[arg-type]
-    merge = MergePolicy(max_per_request=5, canaries=canaries)
+    merge = MergePolicy(max_per_request=5, canaries=canaries, canary_placement=placement)  # type: ignore[arg-type]
     policy = Policy(prior=prior, merge=merge, limits=Limits(slow_start=False))
     service = SimService(profile)
     async with open_sim_client(service) as client:
@@ -71,6 +75,36 @@ def test_due_count_is_what_due_would_send() -> None:
         record.count_requests(requests + preview, policy)
     assert record.sent > policy.canary_first  # the settled phase was reached and previewed
     assert CanaryRecord().due_count(MergePolicy(canaries=False), 3, 3) == 0
+
+
+@pytest.mark.parametrize(("merge_success", "after"), [(1.0, True), (0.95, True), (0.5, False)])
+def test_a_canary_goes_after_only_where_merged_replies_are_read_back(
+    merge_success: float, after: bool
+) -> None:
+    """On a per-slot cache a canary after a reply that parsed reads the context from the
+    freed slot; a reply that fails is re-asked alone on cold slots, where a canary beside
+    would have warmed one and been one of the re-asks: after only where replies read back."""
+    estimate = ServiceEstimate(
+        **ENGINE,  # type: ignore[arg-type]
+        prefill_share=1.0,
+        cached_rate=1e6,
+        cache_per_slot=True,
+    )
+    plan = plan_wave(
+        [PlanItem(i, 10, 8) for i in range(5)],
+        estimate=estimate,
+        budget=BudgetSnapshot(),
+        concurrency=16,
+        policy=Policy(merge=MergePolicy(max_per_request=5)),
+        preamble_tokens=2_400,
+        merge_success=merge_success,
+        canaries=lambda merged, requests: min(merged, 1),
+    )
+    assert plan.chosen.label == "merge"
+    assert plan.chosen.canaries == 1
+    assert plan.chosen.canary_after is after
+    assert plan.chosen.checked_latency is not None
+    assert plan.chosen.checked_latency > plan.chosen.latency
 
 
 @pytest.mark.anyio
@@ -130,3 +164,23 @@ async def test_a_canary_after_the_reply_that_disagrees_still_replaces_the_merged
     assert all(
         a.text is not None and a.text.startswith(answer_tag(a.question.text)) for a in result
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize(("cache", "placement"), [("slot", "beside"), ("none", "after")])
+async def test_the_placement_can_be_pinned_and_is_priced_as_sent(
+    cache: str, placement: str
+) -> None:
+    """``MergePolicy(canary_placement=...)`` sends the canary where it says, against the
+    plan's own preference, and the prediction prices it there."""
+    rate = 1e6 if cache == "slot" else None
+    result, service = await _batch(cache, cached_rate=rate, placement=placement)
+    plan = result.plan
+    assert plan is not None
+    assert plan.chosen.label == "merge"
+    assert plan.chosen.canary_after is (placement == "after")
+    (merged,) = [r for r in service.log if len(r.questions) > 1]
+    (canary,) = [r for r in service.log if len(r.questions) == 1]
+    assert (canary.arrived >= merged.finished) is (placement == "after")
+    assert plan.predicted_latency == pytest.approx(result.stats.wall_time, rel=0.10)
