@@ -2,19 +2,20 @@
 priced on the cost model, and where they go.
 
 A canary is a real request: on an engine whose prefills share its compute, one sent beside
-a merged request with a long shared context doubles that request's prefill (a 1,500-token
-document, 16-token answers: two questions merged took 8.9 s with their canary against 5.1 s
-without). Sent once its merged reply is back instead, it finds the shared prefix in the
-engine's cache (the slot the merged request freed, or a shared cache) and costs a short
-prefill and its own answer; where decoding dominates it costs a whole answer's wait, and
-beside is cheaper. Each candidate is priced both ways and keeps the faster, but after only
-where merged replies are read back reliably: a reply that gives answers back unread is
-re-asked alone, and the re-asks then land on slots that never held the shared context,
-where a canary sent beside would have warmed one and served as one of them (measured on
-llama-server with SmolLM2, whose merged replies mostly fail to parse: a canary after its
-reply took 0.4 s reading 1,547 of 1,567 prompt tokens from the merged request's slot, and
-the check was done at 8.0 s against 13.6 s beside; but batches whose replies failed ended
-at 18.9 s against 14.5 s).
+a merged request with a long shared context doubles that request's prefill (the simulator's
+llama-server-like engine, a 1,500-token document, 16-token answers: two questions merged
+took 8.9 s with their canary beside against 5.1 s without). Sent once its merged reply is
+back instead, it finds the shared prefix in the engine's cache (the slot the merged request
+freed, or a shared cache) and costs a short prefill and its own answer; where decoding
+dominates it costs a whole answer's wait, and beside is cheaper. Each candidate is priced
+both ways and keeps the faster, but after only where merged replies are read back
+reliably: a reply that gives answers back unread is re-asked alone, and the re-asks then
+land on slots that never held the shared context, where a canary sent beside would have
+warmed one and served as one of them (``bench/canary_placement.py`` on llama-server with
+SmolLM2, whose merged replies need re-asks: a canary after its reply read 1,543 of ~1,567
+prompt tokens from the merged request's slot and took 0.4 s against 11.9 s beside, the
+check done at 7.7 s against 12.7 s; but those batches ended at 17.2 s against 13.1 s).
+``MergePolicy.canary_placement`` pins either.
 """
 
 from __future__ import annotations

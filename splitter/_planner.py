@@ -131,7 +131,7 @@ def plan_wave(
     ``agreement`` is how often merged answers agreed with their canaries: under
     ``strategy="auto"`` with canaries on, below ``MergePolicy.min_agreement`` only fan-out
     is priced. ``canaries(merged, requests)``: how many of a candidate's ``merged`` requests
-    (of ``requests``) the executor would send a canary beside; each candidate is priced
+    (of ``requests``) the executor would send a canary for; each candidate is priced
     with them (``_canary_plan``).
     """
     if not items:
