@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ._budget import BudgetSnapshot
 from ._canary import Agreement
-from ._canary_plan import Canaries, with_canaries
+from ._canary_plan import Canaries, CanaryPricing, with_canaries
 from ._cost_model import ServiceEstimate, simulate
 from ._explain import explain_plan
 from ._groups import Group, PlanItem, Repair, Requests, group_of, groupings
@@ -240,6 +240,7 @@ def _price(
     order = _longest_first(requests)
     ready = _budget_ready(order, budget)
     waited = max(ready)  # for the budget (a primed plan's followers wait for the first too)
+    checked: CanaryPricing | None = None
     if primed is not None or estimate.prefill_share or len(order) <= _FLUID_UP_TO:
         inputs: list[float] = list(order.input_tokens)
         outputs = list(order.output_tokens)
@@ -247,23 +248,9 @@ def _price(
         if primed is not None:
             inputs, ready = primed_schedule(inputs, ready, estimate, primed)
         starts, finishes = simulate(inputs, outputs, ready, estimate, concurrency, queued)
-        checked = None
         if canaries is not None and primed is None:
             checked = with_canaries(
                 order, inputs, ready, estimate, concurrency, queued, canaries, finishes
-            )
-        if checked is not None:
-            return Candidate(
-                requests=order,
-                starts=tuple(starts),
-                finishes=tuple(finishes),
-                latency=max(finishes),
-                cost=sum(order.input_tokens) + sum(order.output_tokens),
-                budget_wait=waited,
-                canaries=checked.count,
-                canary_after=checked.after,
-                checked_latency=checked.latency,
-                canary_tokens=checked.tokens,
             )
     else:
         # Past _FLUID_UP_TO requests a canary or two moves nothing the steady state shows.
@@ -276,6 +263,10 @@ def _price(
         cost=sum(order.input_tokens) + sum(order.output_tokens),
         budget_wait=waited,
         primed=primed is not None,
+        canaries=0 if checked is None else checked.count,
+        canary_after=checked is not None and checked.after,
+        checked_latency=None if checked is None else checked.latency,
+        canary_tokens=0 if checked is None else checked.tokens,
     )
 
 
