@@ -18,6 +18,7 @@ threshold and read as a disagreement, which errs towards asking alone.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -139,16 +140,12 @@ class CanaryRecord:
         """How many of the next ``merged`` merged requests :meth:`due` would send a canary
         for, ``pending_requests`` of the batch counted as sent (nothing is counted here:
         what the planner prices)."""
-        if not policy.canaries or merged <= 0:
-            return 0
-        first = min(merged, max(0, policy.canary_first - self.sent))
-        later = 0
-        seen = self.requests_since + pending_requests
-        for _ in range(merged - first):
-            if self.sent_since + later + 1 > policy.canary_share * seen:
-                break
-            later += 1
-        return first + later
+        trial = copy.copy(self)
+        count = 0
+        # Once one is not due, none after it in the batch is: nothing it counts has grown.
+        while count < merged and trial.due(policy, pending_requests):
+            count += 1
+        return count
 
     def count_requests(self, requests: int, policy: MergePolicy) -> None:
         """A batch sent ``requests`` (canaries included): the share is of these once settled."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from ._cost_model import ServiceEstimate, simulate
@@ -32,16 +33,22 @@ __all__ = ["Canaries", "CanaryPricing", "with_canaries"]
 _AFTER_NEEDS = 0.9  # the share of merged answers read back that a canary after needs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Canaries:
     """What a plan's canaries are priced on: how many of a candidate's merged requests (in
     send order) would carry one, given their count and the candidate's requests."""
 
     due: Callable[[int, int], int]  # (merged requests, requests) -> canaries
-    items: dict[int, PlanItem]
+    items: Sequence[PlanItem]
     preamble: int  # the system prompt and context every request begins with
     merge_success: float = 1.0  # the share of merged answers read back (``_merge``)
     placement: Literal["auto", "beside", "after"] = "auto"  # ``MergePolicy.canary_placement``
+
+    @cached_property
+    def by_index(self) -> dict[int, PlanItem]:
+        """The items by question index: made only for a plan that prices a canary (most
+        plans price none, and this is a pass over every question)."""
+        return {it.index: it for it in self.items}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +83,8 @@ def with_canaries(
     solo_in: list[float] = []
     solo_out: list[int] = []
     for i in checked:
-        members = [canaries.items[j] for j in order.indexes[i] if j in canaries.items]
+        items = canaries.by_index
+        members = [items[j] for j in order.indexes[i] if j in items]
         own = members[0].preamble if members else None
         head = canaries.preamble if own is None else own
         n = max(1, len(members))

@@ -150,7 +150,7 @@ def plan_wave(
     if canaries is not None and policy.strategy == "auto" and policy.merge.canaries:
         checks = Canaries(
             canaries,
-            {it.index: it for it in items},
+            items,
             preamble_tokens,
             merge_success,
             policy.merge.canary_placement,

@@ -67,7 +67,9 @@ def test_due_count_is_what_due_would_send() -> None:
     policy = MergePolicy(canary_first=3, canary_share=0.05)
     record = CanaryRecord()
     for merged, requests in [(2, 2), (4, 4), (1, 10), (3, 30), (5, 5), (2, 60)]:
+        counts = (record.sent, record.sent_since, record.requests_since)
         preview = record.due_count(policy, merged, requests)
+        assert (record.sent, record.sent_since, record.requests_since) == counts  # a preview
         trial = copy.deepcopy(record)
         assert preview == sum(trial.due(policy, requests) for _ in range(merged))
         for _ in range(merged):

@@ -173,8 +173,8 @@ async def test_after_a_primed_batch_on_slot_caches_primed_is_priced_uncached() -
     """A primed batch's followers land on other slots than the first's and are served none
     of the document: the model learns a per-slot cache, and auto then prices primed fan-out
     without the cache: about as fast as fan-out (on compute-bound prefill its first request
-    prefills alone, the rest together: the simulator's walls are 16.0 s and 16.2 s), where
-    priced as cached it was a third of that and auto's choice for a mere wait."""
+    prefills alone, the rest together), where priced as cached it was auto's choice for a
+    mere wait (``before`` here)."""
     async with open_sim_client(_engine()) as client:
         splitter = Splitter(client, policy=_policy("auto"), model="m")
         before = splitter.plan(_batch(4, "before"), context="Zero. " + DOC)
