@@ -61,9 +61,9 @@ async def test_a_plan_and_the_run_after_it_encode_each_question_once(
 def test_remembered_counts_are_the_tokenizers_and_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Past the bound on texts the memory starts afresh: counts stay the tokenizer's, a
-    text asked again while remembered is not encoded again, and no more than the bound is
-    kept."""
+    """Past the bound on texts the older half is forgotten: counts stay the tokenizer's,
+    a text asked again while remembered is not encoded again, and no more than the bound
+    is kept."""
     monkeypatch.setattr(_token_counts, "_MAX_TEXTS", 8)
     encoded: list[str] = []
 
@@ -77,12 +77,40 @@ def test_remembered_counts_are_the_tokenizers_and_bounded(
     assert [counts(t) for t in texts[-4:]] == [17, 18, 19, 20]
     assert encoded == texts  # the last four were still remembered
     assert len(counts._counts) <= 8
+    assert counts(texts[0]) == 1
+    assert encoded[-1] == texts[0]  # the first was forgotten, and is counted again
 
 
-def test_a_bound_on_characters_starts_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Texts over the characters' bound in all: the memory holds no more than the bound."""
+def test_a_batch_counted_past_the_bound_stays_remembered_for_its_run() -> None:
+    """10,000 questions planned while the memory held 10,000 from before: the run after
+    the plan finds every count remembered. (Forgetting everything at the bound, the run
+    encoded the batch's first 6,384 again.)"""
+    encoded: list[str] = []
+
+    def encode(text: str) -> list[int]:
+        encoded.append(text)
+        return [0]
+
+    counts = TokenCounts(encode)
+    for i in range(10_000):
+        counts(f"earlier {i}")
+    batch = [f"question {i}" for i in range(10_000)]
+    for text in batch:  # the plan
+        counts(text)
+    encoded.clear()
+    for text in batch:  # the run that follows it
+        counts(text)
+    assert encoded == []
+    assert len(counts._counts) <= _token_counts._MAX_TEXTS
+
+
+def test_a_bound_on_characters_forgets_the_older_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts over the characters' bound in all: the memory holds no more than the bound,
+    and what it forgets is the oldest."""
     monkeypatch.setattr(_token_counts, "_MAX_CHARS", 100)
     counts = TokenCounts(lambda text: [0] * len(text))
     for i in range(30):
         assert counts(f"{i:02d}" * 10) == 20
         assert sum(map(len, counts._counts)) <= 100
+        assert counts._chars == sum(map(len, counts._counts))
+        assert f"{i:02d}" * 10 in counts._counts
