@@ -186,3 +186,47 @@ async def test_the_placement_can_be_pinned_and_is_priced_as_sent(
     (canary,) = [r for r in service.log if len(r.questions) == 1]
     assert (canary.arrived >= merged.finished) is (placement == "after")
     assert plan.predicted_latency == pytest.approx(result.stats.wall_time, rel=0.10)
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+async def test_a_canary_after_its_reply_is_priced_cached_once_any_prefix_was_served() -> None:
+    """llama-server's per-slot cache, learned from the service alone (no cached rate in the
+    prior): two fan-out batches with a system prompt, whose 13 tokens each slot serves
+    again, then five questions about DOC merged. The canary goes once the merged reply is
+    back and reads DOC from the slot it freed, and is priced so: the system prompt's cached
+    tokens had been fitted as a cache slower than no cache, and the canary priced at 3.3 s
+    for the 0.1 s it took."""
+    profile = Profile(
+        name="doc",
+        context_window=200_000,
+        prefix_cache="slot",
+        shared_prefill=True,
+        **ENGINE,  # type: ignore[arg-type]
+    )
+    prior = ServicePrior(prefill_share=1.0, weight=1e6, **ENGINE)  # type: ignore[arg-type]
+    policy = Policy(
+        prior=prior, merge=MergePolicy(max_per_request=5), limits=Limits(slow_start=False)
+    )
+    system = "You are a helpful assistant."
+    service = SimService(profile)
+    async with open_sim_client(service) as client:
+        asker = Splitter(client, policy=policy.model_copy(update={"strategy": "fanout"}), model="m")
+        served = 0
+        for k in range(2):
+            warm = await asker.aask_many(_questions(5, 8), system=system, context=f"batch {k}")
+            served += sum(a.usage.cached_tokens or 0 for a in warm if a.usage is not None)
+        assert 0 < served < 32 * 10  # only the system prompt's few tokens, again and again
+        asker.policy = policy
+        service.log.clear()
+        result = await asker.aask_many(_questions(5, 8), system=system, context=DOC)
+    plan = result.plan
+    assert plan is not None
+    chosen = plan.chosen
+    assert (chosen.label, chosen.canary_after) == ("merge", True)
+    (merged,) = [r for r in service.log if len(r.questions) > 1]
+    (canary,) = [r for r in service.log if len(r.questions) == 1]
+    assert canary.arrived >= merged.finished
+    assert canary.finished - canary.arrived < 0.5  # DOC read from the freed slot
+    assert chosen.checked_latency is not None
+    assert chosen.checked_latency - chosen.latency < 0.5

@@ -94,6 +94,28 @@ def test_a_system_prompt_s_few_cached_tokens_do_not_make_the_cache_slow() -> Non
     assert rate > 100 * 400
 
 
+def test_a_system_prompt_alone_does_not_time_the_cache() -> None:
+    """Only a system prompt's 14 cached tokens served, with a second a response the model
+    cannot explain: the slope through them made the cache 330 tokens a second, slower than
+    the uncached prefill's 400, so a document it would hold was priced as if it held none. Now
+    such responses are not fitted: the cache is taken to cost what engines make it cost,
+    and, its scope unseen, as per slot (primed fan-out's followers priced uncached). A
+    follower served its prefix then says the cache is shared; the flag survives a save."""
+    model = ServiceModel(ServicePrior(weight=1e6, **ENGINE))  # type: ignore[arg-type]
+    assert model.estimate().cached_rate is None  # no cache seen
+    explained = 0.02 + 1600 / 400 + 16 * 0.027
+    for _ in range(20):
+        model.observe(_observation(14, explained + 1.0))
+    learned = model.estimate()
+    assert learned.cached_rate == pytest.approx(learned.prefill_rate * CACHE_SPEEDUP)
+    assert learned.cache_per_slot is True
+    saved = ServiceModel.loads(model.dumps()).estimate()
+    assert (saved.cached_rate, saved.cache_per_slot) == (learned.cached_rate, True)
+    for _ in range(4):
+        model.observe(_observation(1500, 5.0, follows=1500))
+    assert model.estimate().cache_per_slot is False
+
+
 def test_a_reused_prefix_in_the_engine_s_timings_costs_nothing() -> None:
     readings = EngineReadings()
     base = ServiceEstimate(**ENGINE)  # type: ignore[arg-type]
