@@ -71,11 +71,13 @@ class PrefixCacheRecord:
     @property
     def per_slot(self) -> bool:
         """More followers missed their shared prefix than found it; or, with no follower
-        seen and no prefix long enough to time served, the cache taken as per slot (its
-        cost then is a guess, and a shared one would price primed fan-out's followers as
-        reading the first one's prefix: on llama-server's per-slot cache, 3.8 s predicted
-        for a batch that took 12.3 s). A long prefix served (a request queued for a slot
-        reads its sibling's) is timed, and the followers' count rules from there."""
+        seen and no prefix long enough to time served, the cache taken as per slot: its
+        cost then is a guess, and taken as shared it priced primed fan-out's followers as
+        reading the prefix the first request's busy slot holds (the batch of
+        ``tests/test_canary_plan.py::test_a_canary_after_its_reply_is_priced_cached_once_any_prefix_was_served``
+        then chose primed fan-out on the simulator's per-slot cache, not merge). A long
+        prefix served (a request queued for a slot reads its sibling's) is timed, and the
+        followers' count rules from there."""
         if sum(self.followers) <= 0 and self.fit[1] <= 0 and self.served:
             return True
         return self.followers[1] > self.followers[0]
@@ -88,7 +90,6 @@ class PrefixCacheRecord:
         """From :meth:`dump`'s keys in a saved service model (absent: nothing learned)."""
         record = cls()
         record.followers = [float(v) for v in data.get("followers", (0.0, 0.0))]
-        # Saved before the flag: a fit means the cache served.
         record.served = bool(data.get("cache_served", False))
         if "cached_fit" in data:
             record.fit = [float(v) for v in data["cached_fit"]]
@@ -96,5 +97,5 @@ class PrefixCacheRecord:
             seconds, tokens = (float(v) for v in data["cached_time"])
             # The same cost per token, weighed as readings of one token: new ones soon win.
             record.fit = [seconds, tokens]
-        record.served = record.served or record.fit[1] > 0
+        record.served = record.served or record.fit[1] > 0  # saved before the flag
         return record

@@ -196,7 +196,8 @@ async def test_a_canary_after_its_reply_is_priced_cached_once_any_prefix_was_ser
     again, then five questions about DOC merged. The canary goes once the merged reply is
     back and reads DOC from the slot it freed, and is priced so: the system prompt's cached
     tokens had been fitted as a cache slower than no cache, and the canary priced at 3.3 s
-    for the 0.1 s it took."""
+    for the 0.1 s it took. (Taken as fast but shared before a follower showed its scope,
+    the cache made primed fan-out the plan here.)"""
     profile = Profile(
         name="doc",
         context_window=200_000,
