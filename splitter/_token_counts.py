@@ -53,8 +53,9 @@ class TokenCounts:
         for old in list(counts):
             if self._chars <= _MAX_CHARS // 2 and len(counts) < _MAX_TEXTS // 2:
                 break
-            del counts[old]
-            self._chars -= len(old)
+            # pop, not del: two threads planning at once may forget the same text
+            if counts.pop(old, None) is not None:
+                self._chars -= len(old)
 
 
 _by_tokenizer: dict[Encode, TokenCounts] = {}
