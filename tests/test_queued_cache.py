@@ -96,8 +96,9 @@ def test_a_system_prompt_s_few_cached_tokens_do_not_make_the_cache_slow() -> Non
 
 def test_a_system_prompt_alone_does_not_time_the_cache() -> None:
     """Only a system prompt's 14 cached tokens served, with a second a response the model
-    cannot explain: the slope through them made the cache 330 tokens a second, slower than
-    the uncached prefill's 400, so a document it would hold was priced as if it held none. Now
+    cannot explain: the slope through them made the cache 330 tokens a second, no faster
+    than the uncached prefill learned beside it (324), so a document it would hold was
+    priced as if it held none. Now
     such responses are not fitted: the cache is taken to cost what engines make it cost,
     and, its scope unseen, as per slot (primed fan-out's followers priced uncached). A
     follower served its prefix then says the cache is shared; the flag survives a save."""
