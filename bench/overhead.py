@@ -40,6 +40,11 @@ a busy neighbour moves both arms' CPU per request.
 ``--freeze`` runs ``gc.collect(); gc.freeze()`` after the warm-up, as an application that
 sends at this rate may do once it has imported and warmed up: the long-lived heap is left
 out of every later collection (``docs/throughput.md``).
+``--objects`` instead counts, for each arm, the objects the garbage collector tracks that
+are alive per request while all N are in flight (no HTTP: the transport holds every reply
+until the last request is in): the objects that a young collection carries towards the
+oldest generation, whose growth sets off the full collections. A count, not a timing, so
+the same on a loaded machine.
 ``--profile N`` instead runs N splitter rounds under cProfile (after the warm-up) and prints
 splitter's own functions by time per request (a profile, not a measurement: the profiler
 adds its own cost to every call).
@@ -48,8 +53,9 @@ It is a measurement: the exit status is 0 whatever the ratio, non-zero only on a
 
 Run from the repository root::
 
-    /work/venv/bin/python bench/overhead.py [--requests 256] [--rounds 7] [--json PATH]
-    /work/venv/bin/python bench/overhead.py --requests 1024 --profile 2
+    python bench/overhead.py [--requests 256] [--rounds 7] [--json PATH]
+    python bench/overhead.py --requests 1024 --profile 2
+    python bench/overhead.py --objects
 """
 
 from __future__ import annotations
@@ -319,6 +325,47 @@ async def measure(
     return results
 
 
+async def count_in_flight(requests: int) -> dict[str, float]:
+    """``--objects``: per arm, the objects the garbage collector tracks that are alive per
+    request while all ``requests`` are in flight, after two warm-up rounds each. No HTTP:
+    the client's transport holds every reply until the last request has reached it, then
+    counts (``len(gc.get_objects())`` after a collection, less the count before the round).
+    Each such object that outlives two young collections is carried into the oldest
+    generation, whose growth sets off the full collections: a count, so the same on a
+    loaded machine as on an idle one."""
+    hold: dict[str, Any] = {"arrived": 0, "all_in": None, "counted": 0}
+
+    async def held(request: Any) -> Any:
+        hold["arrived"] += 1
+        all_in = hold["all_in"]
+        if all_in is not None:
+            if hold["arrived"] == requests:
+                gc.collect()
+                hold["counted"] = len(gc.get_objects())
+                all_in.set()
+            else:
+                await all_in.wait()
+        return await _canned(request)
+
+    http_client = http_module().AsyncClient(transport=http_module().MockTransport(held))
+    arms: dict[str, Arm] = {"raw": run_raw, "splitter": run_splitter}
+    alive: dict[str, float] = {}
+    async with openai.AsyncOpenAI(
+        base_url=MOCK_URL, api_key="sk-bench", max_retries=0, http_client=http_client
+    ) as client:
+        for _ in range(2):
+            for arm in arms.values():
+                await arm(client, requests)
+        for name, arm in arms.items():
+            gc.collect()
+            before = len(gc.get_objects())
+            hold.update(arrived=0, all_in=anyio.Event())
+            await arm(client, requests)
+            hold["all_in"] = None
+            alive[name] = (hold["counted"] - before) / requests
+    return alive
+
+
 async def profile_splitter(base_url: str, requests: int, rounds: int) -> cProfile.Profile:
     """Warm up both arms, then ``rounds`` splitter rounds under cProfile."""
     profiler = cProfile.Profile()
@@ -401,6 +448,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where the simulator runs (default: a subprocess); mock: no HTTP, a canned reply",
     )
     parser.add_argument(
+        "--objects",
+        action="store_true",
+        help="count instead of measuring: tracked objects alive per request with all in "
+        "flight, each arm (no HTTP; the same on a loaded machine)",
+    )
+    parser.add_argument(
         "--freeze",
         action="store_true",
         help="gc.collect(); gc.freeze() after the warm-up: the long-lived heap (openai, "
@@ -420,6 +473,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             profiler = asyncio.run(profile_splitter(base_url, args.requests, args.profile))
         print(f"{args.requests} concurrent requests, {args.profile} profiled splitter rounds")
         print_own_costs(profiler, args.requests * args.profile)
+        return 0
+    if args.objects:
+        alive = asyncio.run(count_in_flight(args.requests))
+        print(
+            f"tracked objects alive per request, all {args.requests} in flight (the transport "
+            "holding every reply until the last request is in):"
+        )
+        print(
+            f"raw {alive['raw']:.1f}, splitter {alive['splitter']:.1f}, "
+            f"splitter's own {alive['splitter'] - alive['raw']:.1f}"
+        )
+        if args.json is not None:
+            args.json.write_text(json.dumps({"requests": args.requests, **alive}) + "\n")
         return 0
     load_before = _load()
     with sim_server(args.server) as base_url:

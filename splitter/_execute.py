@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -167,17 +167,23 @@ class _Run:
             answer = dataclasses.replace(answer, usage=answer.usage + spent)
         self.state.store(answer)
 
-    async def alone(
+    def alone(
         self, index: int, via: Via, started: Started | None = None, *, live: bool = True
-    ) -> Answer:
+    ) -> Awaitable[Answer]:
         """Question ``index`` asked in a request of its own, as an answer (or its error);
         ``live``: streamed to the batch's relay, if it has one. With a JSON schema, the
         answer's ``parsed`` value; a reply that does not validate is asked once more (not
         when streamed: its text may be shown), then failed with ``InvalidResponseError``."""
+        state = self.state
+        structured = state.spec.of(state.questions[index]).structured
+        if structured is None:  # no coroutine of its own per request in flight (issue #21)
+            return self._ask(index, via, started, live=live)
+        return self._structured(index, via, started, structured, live=live)
+
+    async def _structured(
+        self, index: int, via: Via, started: Started | None, structured: Structured, *, live: bool
+    ) -> Answer:
         answer = await self._ask(index, via, started, live=live)
-        structured = self.state.spec.of(answer.question).structured
-        if structured is None:
-            return answer
         checked = _validated(answer, structured)
         streamed = live and self.state.relay is not None
         if checked.ok or not answer.ok or streamed:
@@ -194,13 +200,14 @@ class _Run:
         question = state.questions[index]
         spec = state.spec.of(question)  # its own system prompt, history and keywords
         try:
-            with started or Started.unordered():
-                messages = spec.messages(question.text)
-                params = spec.capped(question.max_tokens)
-                streamed = index if live else None
-                out = Outgoing(messages, params, state.reserve_single(index), started, streamed)
-                outcome, attempts = await self.sender.send(out, asks=(index,))
+            messages = spec.messages(question.text)
+            params = spec.capped(question.max_tokens)
+            streamed = index if live else None
+            out = Outgoing(messages, params, state.reserve_single(index), started, streamed)
+            outcome, attempts = await self.sender.send(out, asks=(index,))
         finally:
+            if started is not None:  # passes the turn on, if it has not yet (a try, not a
+                started.fire()  # ``with``: no bound __exit__ alive per request in flight)
             if index == state.head and state.head_started is not None:
                 state.head_started.set()  # failed or answered without a token: don't wait
         if isinstance(outcome, SplitterError):

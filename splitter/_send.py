@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +73,13 @@ class Sender:
         run = self.run
         request = None
         if run.events.detailed:
-            indexes = tuple(run.positions[i] for i in asks)
+            indexes = tuple(map(run.positions.__getitem__, asks))  # no closure cell for run
             request = RequestTold(run.events, run.events.next_request(), indexes)
         tries = _Tries(self, out, request)
         try:
             self._check_fits(out.reserve)
             completion = await call_with_retries(
-                tries.attempt, run.policy.retry, before_sleep=tries.before_sleep
+                tries, run.policy.retry, before_sleep=tries.before_sleep
             )
         except Stopped as stopped:
             assert run.fatal is not None
@@ -137,15 +137,12 @@ class Sender:
             sent_at = _clock.now()
             fit = run.endpoint.service.sample()  # its queue read and learned from
             token = run.endpoint.meter.start(sent_at, read=fit)
-            gate = None
-            if budget is not None and reservation is not None:
+            if not self._wired and budget is not None:
                 # The budget's last gate, just before the HTTP write (see _budget._wire).
-                if not self._wired:
-                    wire.install(getattr(run.backend, "_client", None))
-                    self._wired = True
-                gate = functools.partial(budget.depart, reservation)
+                wire.install(getattr(run.backend, "_client", None))
+                self._wired = True
             try:
-                with wire.departing(gate):
+                with wire.departing(budget, reservation):
                     completion = await self._checked_call(out.messages, out.params, streamed)
             except BaseException as exc:
                 if request is not None:
@@ -244,9 +241,11 @@ class Sender:
         at = run.positions[streamed]
         return at if run.relay.committed(at) else None
 
-    async def _call(
+    def _call(
         self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int | None
-    ) -> Completion:
+    ) -> Awaitable[Completion]:
+        """The backend's call (no coroutine of its own in between, issue #21), or, for an
+        answer shown live, :meth:`_relayed`."""
         run = self.run
         model = run.spec.model
         if streamed is None or run.relay is None:
@@ -254,10 +253,18 @@ class Sender:
                 # Primed fan-out: the head is streamed only to learn when its prefill is
                 # done; its first piece of text lets the others go.
                 first = functools.partial(_first_then, run.head_started, _dropped)
-                return await run.backend.chat_stream(
+                return run.backend.chat_stream(
                     model=model, messages=messages, on_delta=first, **params
                 )
-            return await run.backend.chat(model=model, messages=messages, **params)
+            return run.backend.chat(model=model, messages=messages, **params)
+        return self._relayed(messages, params, streamed)
+
+    async def _relayed(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], streamed: int
+    ) -> Completion:
+        run = self.run
+        model = run.spec.model
+        assert run.relay is not None
         relay, at = run.relay, run.positions[streamed]
         relay.attempt(at)
         on_delta = functools.partial(relay.delta, at)
@@ -322,9 +329,11 @@ class _Tries:
         self.sender, self.out, self.request = sender, out, request
         self.made = 0
 
-    async def attempt(self) -> Completion:
+    def __call__(self) -> Awaitable[Completion]:
+        """The next attempt (called, not bound: no method object, and no coroutine of its
+        own, alive per request in flight)."""
         self.made += 1
-        return await self.sender._attempt(self.out, self.request, self.made)
+        return self.sender._attempt(self.out, self.request, self.made)
 
     def before_sleep(self, retry: Retry) -> None:
         self.sender.run.counters.retries += 1

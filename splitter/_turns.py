@@ -46,10 +46,6 @@ class Started:
         self._ticket = ticket
         self._fired = False
 
-    @classmethod
-    def unordered(cls) -> Started:
-        return cls(None, 0)
-
     async def turn(self) -> None:
         if not self._fired and self._turns is not None:
             await self._turns.wait(self._ticket)

@@ -88,13 +88,8 @@ async def _attempt(
         once = options.model_copy()
         once.max_retries = 0
         _headers.set(None)
-        gate = (
-            None
-            if budget is None or reservation is None
-            else functools.partial(budget.depart, reservation)
-        )
         try:
-            with wire.departing(gate):
+            with wire.departing(budget, reservation):
                 result = await call(once)
         except openai.OpenAIError as exc:
             error = translate_error(exc)

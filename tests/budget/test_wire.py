@@ -10,14 +10,14 @@ sends instead."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import openai
 import pytest
 
 from splitter import Policy, Splitter, wrap
-from splitter._budget import MemoryBudget
+from splitter._budget import Budget, MemoryBudget, Reservation
 from splitter._budget import _wire as wire
 from splitter.sim import PROFILES, SimLimits, SimService
 from splitter.testing import assert_answers_match, open_sim_client
@@ -186,37 +186,54 @@ class _Request:
 
 async def test_a_gate_its_request_never_reached_is_let_go_when_the_attempt_ends() -> None:
     """A transport that never calls the trace (or a request that fails before its write):
-    the attempt's end lets the gate go, so a trace called afterwards awaits nothing; one
-    called within the attempt awaits it once and hands every event to the trace before it."""
-    awaited: list[str] = []
+    the attempt's end takes the trace out of the request (the one before it put back), so
+    nothing of the attempt stays with the request; a trace called within the attempt awaits
+    the budget once and hands every event to the trace before it."""
+    departed: list[object] = []
     events: list[str] = []
 
-    async def gate() -> None:
-        awaited.append("gate")
+    class _Budget:
+        async def depart(self, reservation: object) -> None:
+            departed.append(reservation)
 
     async def earlier(name: str, info: dict[str, Any]) -> None:
         events.append(name)
 
-    late = _Request()
-    with wire.departing(gate):
+    budget, booking = cast(Budget, _Budget()), cast(Reservation, object())
+    late, late_too = _Request(), _Request()
+    late_too.extensions["trace"] = earlier
+    with wire.departing(budget, booking):
         await wire._on_request(late)
-    await late.extensions["trace"]("http11.send_request_headers.started", {})
-    assert awaited == []
+        assert callable(late.extensions["trace"])
+        await wire._on_request(late_too)  # a second request of the attempt: traced instead
+        assert "trace" not in late.extensions
+    assert late.extensions == {}
+    assert late_too.extensions == {"trace": earlier}
+    assert departed == []
 
     on_time = _Request()
     on_time.extensions["trace"] = earlier
-    with wire.departing(gate):
+    with wire.departing(budget, booking):
         await wire._on_request(on_time)
         await on_time.extensions["trace"]("http11.connect_tcp.started", {})
         await on_time.extensions["trace"]("http11.send_request_headers.started", {})
         assert on_time.extensions["trace"] is earlier
         await on_time.extensions["trace"]("http11.receive_response_headers.started", {})
-    assert awaited == ["gate"]
+    assert departed == [booking]
     assert events == [
         "http11.connect_tcp.started",
         "http11.send_request_headers.started",
         "http11.receive_response_headers.started",
     ]
+
+
+async def test_without_a_booking_a_request_gets_no_trace() -> None:
+    """No budget (or no booking): ``departing`` sets nothing, and the hook leaves the
+    request as it was."""
+    request = _Request()
+    with wire.departing(None, None):
+        await wire._on_request(request)
+    assert request.extensions == {}
 
 
 @pytest.mark.virtual_time
