@@ -2,9 +2,12 @@
 
 A sequence is queued (FIFO, waiting for one of the profile's ``slots``), then prefills for
 ``ttft0 + uncached_input / prefill_rate`` without slowing anyone (or, with the profile's
-``shared_prefill``, sharing that throughput equally with every other prefill in progress),
-then decodes, then is done. A profile's ``prefix_cache`` (``_cache``) says how many input
-tokens are already computed when the sequence takes its slot.
+``shared_prefill``, its fixed ``ttft0`` first, its own, then its tokens sharing the prefill
+throughput equally with every other prefill past its fixed part: llama-server batches
+concurrent prompts into one pass, so five short prompts at once take about their tokens'
+time, not five times one alone), then decodes, then is done. A profile's ``prefix_cache``
+(``_cache``) says how many input tokens are already computed when the sequence takes its
+slot.
 While ``m`` sequences decode, each advances at ``1 / (tpot1 * (1 + beta * (m - 1)))`` tokens
 per simulated second: a fluid model of a server's step loop.
 
@@ -65,12 +68,14 @@ class Sequence:
         "admitted_at",
         "cached",
         "done_at",
+        "fixed_until",
         "input_tokens",
         "output_tokens",
         "prefill_end",
         "prefill_left",
         "produced",
         "prompt",
+        "setting_up",
         "slot",
         "state",
     )
@@ -86,6 +91,11 @@ class Sequence:
         self.cached = 0  # prompt tokens the prefix cache served
         self.slot: int | None = None
         self.prefill_left = 0.0  # alone-seconds of prefill still to do (shared prefill)
+        # Shared prefill: the request's fixed part (ttft0) comes first and is its own, run
+        # beside the others' (llama-server batches concurrent prompts into one pass), until
+        # ``fixed_until``; then its tokens share the engine's throughput.
+        self.setting_up = False
+        self.fixed_until = math.inf
         self.prefill_end = math.inf
         self.produced = 0.0
         self.done_at = math.inf
@@ -243,8 +253,13 @@ class Engine:
             elif self._shared is not None:
                 seq.cached = self._shared.lookup(seq.prompt)
             work = self.profile.prefill_seconds(seq.input_tokens - seq.cached)
-            seq.prefill_left = work
-            seq.prefill_end = math.inf if self.profile.shared_prefill else at + work
+            if self.profile.shared_prefill:
+                seq.prefill_left = work - self.profile.ttft0  # the tokens' part, shared
+                seq.setting_up = self.profile.ttft0 > 0
+                seq.fixed_until = at + self.profile.ttft0
+                seq.prefill_end = math.inf
+            else:
+                seq.prefill_end = at + work
             self._prefilling.append(seq)
 
     def _free_slot(self, seq: Sequence) -> None:
@@ -252,11 +267,17 @@ class Engine:
             self._slots.give_back(seq.slot)
             seq.slot = None
 
-    def _prefill_at(self, seq: Sequence) -> float:
-        """When ``seq``'s prefill ends if nothing changes."""
+    def _prefill_at(self, seq: Sequence, sharing: int) -> float:
+        """When ``seq``'s prefill ends if nothing changes (``sharing``: :meth:`_sharing`)."""
         if not self.profile.shared_prefill:
             return seq.prefill_end
-        return self._sim_now + max(0.0, seq.prefill_left) * len(self._prefilling)
+        if seq.setting_up:
+            return seq.fixed_until  # not its end: its tokens then begin to share the engine
+        return self._sim_now + max(0.0, seq.prefill_left) * sharing
+
+    def _sharing(self) -> int:
+        """Prefills sharing the engine's throughput now (their fixed parts done)."""
+        return sum(1 for seq in self._prefilling if not seq.setting_up)
 
     def _rate(self) -> float:
         step = self.profile.step_seconds(len(self._decoding))
@@ -265,8 +286,9 @@ class Engine:
     def _next_event(self) -> tuple[float, Sequence | None]:
         """The earliest pending prefill end or decode completion, and whose it is."""
         best: tuple[float, Sequence | None] = (math.inf, None)
+        sharing = self._sharing() if self.profile.shared_prefill else 0
         for seq in self._prefilling:
-            at = self._prefill_at(seq)
+            at = self._prefill_at(seq, sharing)
             if at < best[0]:
                 best = (at, seq)
         if self._decoding:
@@ -302,9 +324,12 @@ class Engine:
         if until <= self._sim_now:
             return
         if self.profile.shared_prefill and self._prefilling:
-            share = (until - self._sim_now) / len(self._prefilling)
-            for seq in self._prefilling:
-                seq.prefill_left -= share
+            sharing = self._sharing()
+            if sharing:
+                share = (until - self._sim_now) / sharing
+                for seq in self._prefilling:
+                    if not seq.setting_up:
+                        seq.prefill_left -= share
         if self._decoding:
             gained = (until - self._sim_now) * self._rate()
             for seq in self._decoding:
@@ -313,6 +338,9 @@ class Engine:
 
     def _fire(self, seq: Sequence) -> None:
         if seq.state is SeqState.PREFILL:
+            if seq.setting_up:  # its fixed part done: its tokens join the shared prefill
+                seq.setting_up = False
+                return
             self._prefilling.remove(seq)
             seq.state = SeqState.DECODING
             seq.prefill_end = self._sim_now

@@ -60,7 +60,8 @@ class Profile(BaseModel):
     shared_prefill: bool = Field(
         default=False,
         description="Prefill is compute-bound: concurrent prefills share the engine's prefill "
-        "throughput (each of p progresses at 1/p speed) instead of overlapping freely.",
+        "throughput (the prompt tokens of each of p progress at 1/p speed; each request's "
+        "fixed ttft0 is its own) instead of overlapping freely.",
     )
     timings: bool = Field(
         default=False,
