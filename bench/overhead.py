@@ -360,7 +360,8 @@ async def count_in_flight(requests: int) -> dict[str, float]:
             gc.collect()
             before = len(gc.get_objects())
             hold.update(arrived=0, all_in=anyio.Event())
-            await arm(client, requests)
+            with anyio.fail_after(120):  # not all in flight at once (a limit held some back)
+                await arm(client, requests)
             hold["all_in"] = None
             alive[name] = (hold["counted"] - before) / requests
     return alive
