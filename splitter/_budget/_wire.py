@@ -18,6 +18,7 @@ request goes at its booking as before.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
@@ -88,23 +89,14 @@ class _Departure:
             await previous(name, info)
 
 
-class _Nothing:
-    """:func:`departing` without a budget: nothing to await, nothing to set (one shared)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-_NOTHING = _Nothing()
+# :func:`departing` without a budget: nothing to await, nothing to set (one, reused).
+_NOTHING: AbstractContextManager[None] = nullcontext()
 _departing: ContextVar[_Departure | None] = ContextVar("splitter_wire_departure", default=None)
 
 
-def departing(budget: Budget | None, reservation: Reservation | None) -> _Departure | _Nothing:
+def departing(
+    budget: Budget | None, reservation: Reservation | None
+) -> AbstractContextManager[None]:
     """Within the ``with`` block, this context's request awaits ``budget.depart(reservation)``
     right before its write (nothing without both)."""
     if budget is None or reservation is None:
