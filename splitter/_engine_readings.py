@@ -35,7 +35,14 @@ from latencies alone, and works as before where a service tells nothing.
 
 The latency fit's fixed term (``ttft0``) is then moved by what the told terms change in the
 fit's prediction of a typical request (the readings' mean prompt, answer and concurrency):
-the fit's total is what was measured, and the readings only say how it divides.
+the fit's total is what was measured, and the readings only say how it divides. A move up
+stops at what requests that had the engine alone took beyond their own ``prompt_ms`` and
+``predicted_ms`` (the fixed part measured, not inferred): what the told terms leave of a
+concurrent request's time is the concurrency's (the others' prefill chunks between its
+tokens, the queue for a slot), which a fixed term would charge every queued request and a
+primed plan's first again in full (on SmolLM2 with 16-token answers, 6-8 in flight, it moved
+0.5-0.75 s into ``ttft0`` where lone requests showed a few ms, and fan-out was priced 40%
+over its measured time).
 
 A reading arrives with its response, before the service model's observation of the same
 request (which knows the concurrency): it waits for that observation, found by its token
@@ -148,6 +155,9 @@ class EngineReadings:
         self._pxtx = [[0.0, 0.0], [0.0, 0.0]]
         self._pxty = [0.0, 0.0]
         self.cache_reused = False  # a reading reused a prefix of _MIN_PREFILL_TOKENS or more
+        # Decayed sums of 1 and of what a lone request took beyond its prompt_ms and
+        # predicted_ms (seconds): the fixed part, measured.
+        self._lone_fixed = [0.0, 0.0]
 
     def told_slots(self, slots: int) -> None:
         """The server's ``total_slots`` (``GET /props``)."""
@@ -162,25 +172,46 @@ class EngineReadings:
         """A response's timings; used once its request's observation arrives."""
         self._pending.append(timings)
 
-    def observed(self, input_tokens: int, output_tokens: int, running: float) -> None:
+    def observed(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        running: float,
+        took: float | None = None,
+    ) -> None:
         """The request that took ``input_tokens`` and gave ``output_tokens`` returned while
-        ``running`` requests were in flight on average: its reading, if one waits, counts."""
+        ``running`` requests were in flight on average, ``took`` seconds after it was sent
+        (what the latency fit explains: the whole latency, or the service's processing
+        time where it reports one): its reading, if one waits, counts."""
         for timings in self._pending:
             if (timings.prompt_n + timings.cache_n, timings.predicted_n) == (
                 input_tokens,
                 output_tokens,
             ):
                 self._pending.remove(timings)
-                self._fold(timings, max(1.0, running))
+                self._fold(timings, max(1.0, running), took)
                 return
 
-    def _fold(self, t: EngineTimings, running: float) -> None:
+    @property
+    def lone_fixed(self) -> float | None:
+        """Seconds a request alone took beyond the engine's timings of it (its decayed
+        mean); None until such a request was seen."""
+        count, seconds = self._lone_fixed
+        return max(0.0, seconds / count) if count > 0 else None
+
+    def _fold(self, t: EngineTimings, running: float, took: float | None = None) -> None:
         self.readings += 1
         self._news = True
         if t.cache_n >= _MIN_PREFILL_TOKENS:
             self.cache_reused = True
         # The latency fit it is shifted against counts uncached prompt tokens, as these do.
         seen = (1.0, t.prompt_n, t.predicted_n, running)
+        if took is not None and math.isfinite(took) and took > 0 and running <= _ALONE:
+            fixed = took - (t.prompt_ms + t.predicted_ms) / 1000
+            self._lone_fixed = [
+                self._lone_fixed[0] * _DECAY + 1,
+                self._lone_fixed[1] * _DECAY + fixed,
+            ]
         self._typical = [s * _DECAY + x for s, x in zip(self._typical, seen, strict=True)]
         if t.prompt_n >= _MIN_PREFILL_TOKENS and t.prompt_ms > 0:
             sums = (self._all, self._alone) if running <= _ALONE else (self._all,)
@@ -234,7 +265,11 @@ class EngineReadings:
         count, prompt, answer, running = self._typical
         shift = _engine_time(estimate, prompt / count, answer / count, running / count)
         shift -= _engine_time(told, prompt / count, answer / count, running / count)
-        return dataclasses.replace(told, ttft0=max(0.0, told.ttft0 + shift))
+        ttft0 = told.ttft0 + shift
+        lone = self.lone_fixed
+        if shift > 0 and lone is not None:
+            ttft0 = min(ttft0, max(told.ttft0, lone))
+        return dataclasses.replace(told, ttft0=max(0.0, ttft0))
 
     def _decode(self, estimate: ServiceEstimate) -> tuple[float, float] | None:
         """(tpot1, beta) from the per-token readings, ridge-pulled towards ``estimate``'s:

@@ -159,7 +159,8 @@ class ServiceModel:
 
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""
-        self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency)
+        took = obs.latency if obs.processing is None else obs.processing
+        self.engine.observed(obs.input_tokens, obs.output_tokens, obs.concurrency, took)
         if obs.follows and self.prefix_cache.followed(obs.follows, obs.cached_tokens):
             self._cached = None
         if obs.latency <= 0 or not math.isfinite(obs.latency):

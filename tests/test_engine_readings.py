@@ -7,6 +7,8 @@ in-process on virtual time; the readings alone are tested with readings built by
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from splitter import Policy, ServiceModel, Splitter
@@ -96,6 +98,28 @@ def test_readings_give_prefill_decode_and_slots() -> None:
     assert applied.prefill_share == pytest.approx(1.0)
     assert predicted(applied) == pytest.approx(predicted(wrong))
     assert applied.ttft0 < wrong.ttft0
+
+
+def test_the_fixed_term_rises_no_higher_than_lone_requests_show() -> None:
+    """What the told terms leave of concurrent requests' time is the concurrency's: a fixed
+    term holding it would be paid again by every queued request. Traced on SmolLM2 (16-token
+    answers, 6-8 in flight): the fit's decode at 80 ms a token against the readings' 36 ms
+    moved ~0.7 s into ttft0 where lone requests took ~10 ms beyond their own timings."""
+    fit = ServiceEstimate(rtt=0.0, ttft0=0.0, prefill_rate=400.0, tpot1=0.0175, beta=0.9)
+    unbounded, bounded = EngineReadings(), EngineReadings()
+    for prompt_n in range(25, 35):  # concurrent: 36 ms a token at 5 running
+        for readings in (unbounded, bounded):
+            readings.told(EngineTimings(0, prompt_n, 80.0, 16, 16 * 36.0, 36.0))
+            readings.observed(prompt_n, 16, 5.0, took=1.4)
+    for prompt_n in range(40, 43):  # alone: 5.2 ms a token, 10 ms beyond the timings
+        bounded.told(EngineTimings(0, prompt_n, 75.0, 16, 16 * 5.2, 5.2))
+        bounded.observed(prompt_n, 16, 1.0, took=(75.0 + 16 * 5.2) / 1000 + 0.010)
+    assert unbounded.lone_fixed is None
+    assert unbounded.applied(fit).ttft0 > 0.3  # the concurrency's time, as a fixed term
+    assert bounded.lone_fixed == pytest.approx(0.010)
+    assert bounded.applied(fit).ttft0 == pytest.approx(0.010)
+    # The bound caps a move up only: a fit's own fixed term above it stands.
+    assert bounded.applied(dataclasses.replace(fit, ttft0=0.2)).ttft0 == pytest.approx(0.2)
 
 
 def test_an_unmatched_observation_adds_nothing() -> None:
