@@ -41,7 +41,7 @@ stops at what requests that had the engine alone took beyond their own ``prompt_
 concurrent request's time is the concurrency's (the others' prefill chunks between its
 tokens, the queue for a slot), which a fixed term would charge every queued request and a
 primed plan's first again in full (on SmolLM2 with 16-token answers, 6-8 in flight, it moved
-0.5-0.75 s into ``ttft0`` where lone requests showed a few ms, and fan-out was priced 40%
+0.5-0.75 s into ``ttft0`` where lone requests showed ~10 ms, and fan-out was priced 40%
 over its measured time).
 
 A reading arrives with its response, before the service model's observation of the same
@@ -206,13 +206,13 @@ class EngineReadings:
             self.cache_reused = True
         # The latency fit it is shifted against counts uncached prompt tokens, as these do.
         seen = (1.0, t.prompt_n, t.predicted_n, running)
+        self._typical = [s * _DECAY + x for s, x in zip(self._typical, seen, strict=True)]
         if took is not None and math.isfinite(took) and took > 0 and running <= _ALONE:
             fixed = took - (t.prompt_ms + t.predicted_ms) / 1000
             self._lone_fixed = [
                 self._lone_fixed[0] * _DECAY + 1,
                 self._lone_fixed[1] * _DECAY + fixed,
             ]
-        self._typical = [s * _DECAY + x for s, x in zip(self._typical, seen, strict=True)]
         if t.prompt_n >= _MIN_PREFILL_TOKENS and t.prompt_ms > 0:
             sums = (self._all, self._alone) if running <= _ALONE else (self._all,)
             for s in sums:

@@ -162,6 +162,11 @@ async def test_the_service_model_uses_what_the_engine_tells() -> None:
     assert estimate.tpot1 == pytest.approx(0.027, rel=0.15)
     assert estimate.beta == pytest.approx(0.42, rel=0.25)
     assert [r.path for r in service.log].count("/props") == 1
+    # What lone requests took beyond their timings, measured from each response's latency
+    # (the simulator times its fixed part inside prompt_ms: at most the round trip is left).
+    lone = learned.engine.lone_fixed
+    assert lone is not None
+    assert 0.0 <= lone <= LLAMA.rtt + 0.001
 
 
 @pytest.mark.anyio
