@@ -70,7 +70,11 @@ async def test_every_question_gets_its_own_answer_or_its_own_error(
     at its question and is one that cannot be retried (an empty quota) or was retried to
     the last attempt."""
     asked = questions()
-    sim = service(seed=3)
+    # Every fault kind is drawn within this seed's first 23 requests (the sim draws request
+    # n's fault from the seed and n alone): far fewer than the ~60 of the merged plan, so
+    # the kinds checked below all occur whatever the timing. (Seed 3's first stall was its
+    # 87th request, which a merged run reaches or not: a CI run on openai 2.x did not.)
+    sim = service(seed=13)
     policy = Policy(strategy=strategy, timeout=TIMEOUT, retry=FAST)
     async with open_sim_client(sim, door="server") as client:
         result = await Splitter(client, policy=policy).aask_many(asked, model="m")
