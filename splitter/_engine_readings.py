@@ -41,8 +41,8 @@ stops at what requests that had the engine alone took beyond their own ``prompt_
 concurrent request's time is the concurrency's (the others' prefill chunks between its
 tokens, the queue for a slot), which a fixed term would charge every queued request and a
 primed plan's first again in full (on SmolLM2 with 16-token answers, 6-8 in flight, it moved
-0.5-0.75 s into ``ttft0`` where lone requests showed ~10 ms, and fan-out was priced 40%
-over its measured time).
+0.36-0.75 s into ``ttft0`` where lone requests showed ~10 ms, and fan-out was predicted
+at 1.22 of its measured time: bench/engine_matrix.py, docs/benchmarks.md).
 
 A reading arrives with its response, before the service model's observation of the same
 request (which knows the concurrency): it waits for that observation, found by its token

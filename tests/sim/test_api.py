@@ -159,8 +159,8 @@ async def test_raw_error_shapes() -> None:
 async def test_rate_limit_headers_429_and_recovery(open_client: OpenClient) -> None:
     """The requests bucket empties into 429s that count too, then refills after the reset."""
     # Real time: at 3 requests a simulated minute a request comes back every 20 simulated
-    # seconds, 200 ms at SCALE, which a loaded machine's pause between the five requests
-    # reached (a CI run saw the fourth accepted). At 0.05 it is a second.
+    # seconds, 200 ms at SCALE, which a loaded machine's pause before the fourth request
+    # reached (a CI run saw it accepted). At 0.05 it is a second.
     service = SimService(time_scale=0.05, limits=SimLimits(rpm=3, tpm=100_000))
     async with open_client(service) as client:
         remaining = []
