@@ -285,8 +285,11 @@ def _references(text: str, j: int, earlier: _Earlier, preamble: str) -> set[int]
         return found  # what follows points at the part before only without shared context
     if _BARE_SUPERLATIVE.search(masked) and not _NAMED.search(masked):
         return {j - 1}  # "How much does the cheapest model cost?": of what was just named
-    pronoun = (words.may_refer() and _PRONOUN.search(masked)) or any(
-        lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
+    pronoun = (words.may_refer() and _PRONOUN.search(masked)) or (
+        words.may_possess()
+        and any(
+            lang.search(masked) and word.search(masked) for lang, word in _POSSESSIVE_IN_LANGUAGE
+        )
     )
     if pronoun and not _mentions_own_subject(text):
         return {j - 1}

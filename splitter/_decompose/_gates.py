@@ -53,6 +53,7 @@ _PRONOUN_WORDS = frozenset(
     | {"ihr", "ihre", "ihrem", "ihren", "ihrer", "ihres"}
     | {"y", "pour", "de", "t"}  # "s'y", "y aller", "pour la gravir", "a-t-il"
 )
+_POSSESSIVE_WORDS = frozenset({"sa", "son", "ses", "su", "sus"})  # "sa capitale", "su sede"
 
 
 class Words:
@@ -93,6 +94,10 @@ class Words:
         return not self.words.isdisjoint(_DEMONSTRATIVE_WORDS) or any(
             key in lowered for key in _DEMONSTRATIVE_STARTS
         )
+
+    def may_possess(self) -> bool:
+        """Whether a possessive of ``_POSSESSIVE_IN_LANGUAGE`` may match ("son siège")."""
+        return self.words is None or not self.words.isdisjoint(_POSSESSIVE_WORDS)
 
     def may_refer(self) -> bool:
         """Whether ``_PRONOUN`` may match ("Who discovered them?", "a-t-il")."""

@@ -11,15 +11,15 @@ from ._rules import (
     _CONTEXT_LEAD,
     _GREETING,
     _OPTIONS_LEAD,
-    _QUESTION_END,
     _REQUIREMENTS_LEAD,
     _STEP_START,
     _STYLE,
     _TASK_START,
-    _VERB_LAST_REQUEST,
     _WH_START,
+    _ends_question,
     _is_cjk,
     _masked,
+    _verb_last_request,
 )
 from ._types import _Unit
 
@@ -48,21 +48,19 @@ def _core(text: str) -> str:
 
 def _asks(unit: _Unit) -> bool:
     """Reads as a question even without a question mark."""
-    core = _core(_masked(unit.text))
-    return bool(_QUESTION_END.search(core) or _WH_START.match(core) or _ASKS.search(core))
+    core = _core(unit.masked)
+    return bool(_ends_question(core) or _WH_START.match(core) or _ASKS.search(core))
 
 
 def _is_request(text: str) -> bool:
     core = _core(text)
-    return bool(
-        _TASK_START.match(core) or _STEP_START.match(text) or _VERB_LAST_REQUEST.search(core)
-    )
+    return bool(_TASK_START.match(core) or _STEP_START.match(text) or _verb_last_request(core))
 
 
 def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
     """Are the list's items questions (split them) or one question's options or
     requirements (keep them together)?"""
-    if all(_QUESTION_END.search(_masked(u.text)) for u in items):
+    if all(_ends_question(u.masked) for u in items):
         return True
     first = units.index(items[0])
     lead = units[first - 1].text if first else ""
@@ -72,7 +70,7 @@ def _list_of_questions(units: Sequence[_Unit], items: Sequence[_Unit]) -> bool:
         or _CONTEXT_LEAD.search(lead)
     ):
         return False  # "Write a poem that:", "要求：", "Some facts:" — not questions
-    if _QUESTION_END.search(_masked(lead)) and _OPTIONS_LEAD.search(lead):
+    if _ends_question(_masked(lead)) and _OPTIONS_LEAD.search(lead):
         return False  # "Which of these ...?" and its options
     return _mostly_parts(items)
 

@@ -35,8 +35,21 @@ _MARKER = re.compile(
     )[ \t]*""",
     re.X,
 )
-_QUESTION_END = re.compile(r"[?？؟]\s*$")
-_SENTENCE_END = re.compile(r"[.!?。！？؟।]\s*$")
+_QUESTION_MARKS = ("?", "？", "؟")
+_SENTENCE_MARKS = (".", "!", *_QUESTION_MARKS, "。", "！", "।")
+
+
+def _ends_question(text: str) -> bool:
+    """Ends in a question mark, whitespace after it aside (what ``[?？؟]\\s*$`` finds, without
+    a search from every position: ``\\s`` is ``str.isspace``)."""
+    return text.rstrip().endswith(_QUESTION_MARKS)
+
+
+def _ends_sentence(text: str) -> bool:
+    """Ends in a sentence's closing mark, whitespace after it aside."""
+    return text.rstrip().endswith(_SENTENCE_MARKS)
+
+
 _SENTENCE_BREAK = re.compile(r"(?<=[?？!！。؟।])(?!\s*[?？!！؟])|(?<=\S\.)(?=\s+\S)")
 # Web addresses are content: their "?" and "." say nothing about sentences.
 _URL = re.compile(r"\b(?:https?://|www\.)\S+")
@@ -79,6 +92,18 @@ _VERB_LAST_REQUEST = re.compile(
     r"söyle|tanımla|karşılaştır|yazın|çevirin|açıklayın|anlatın|verin|bulun)[.!]?\s*$",
     re.I,
 )
+# Where a match of it can start, counted back from the last character not a space: its
+# longest word ("karşılaştır", 11) and the mark after it.
+_LONGEST_VERB_LAST = 12
+
+
+def _verb_last_request(text: str) -> bool:
+    """``_VERB_LAST_REQUEST`` searched from where a match can start (8 us a sentence from
+    every position)."""
+    at = max(0, len(text.rstrip()) - _LONGEST_VERB_LAST)
+    return _VERB_LAST_REQUEST.search(text, at) is not None
+
+
 # A trailing sentence about how to answer ("Keep each answer short.") is an instruction
 # for every part, not a part.
 _STYLE = re.compile(
@@ -135,6 +160,16 @@ _DANGLING = re.compile(
     r"mit|ve|veya|ile|и|или|в|на|с|y|o|de|la|el|et|ou|le|les|du|e|ou|com)\s*$",
     re.I,
 )
+_LONGEST_DANGLING = 4  # "veya", "oder", "with": no word of _DANGLING is longer
+
+
+def _dangles(text: str) -> bool:
+    """Ends mid-phrase ("... and", "... the"): ``_DANGLING`` searched from where its
+    longest word could start, not from every position of the line (10 us a line). The
+    ``\\b`` before the word still sees the character before that position."""
+    return _DANGLING.search(text, max(0, len(text.rstrip()) - _LONGEST_DANGLING)) is not None
+
+
 # Output pasted from a program: tracebacks, "SomeError: ...", quoted lines ("> ...").
 _LOG_LINE = re.compile(
     r"^\s*(?:>|Traceback \(|File \"|at [\w.$]+\(|[\w.]*(?:Error|Exception|Warning)\b:)"

@@ -36,11 +36,9 @@ from ._rules import (
     _LISTED_REQUEST,
     _MATERIAL_VERB,
     _PIVOT,
-    _QUESTION_END,
     _QUESTION_SENTENCE,
     _RESTATEMENT,
     _RHETORICAL_OPENER,
-    _SENTENCE_END,
     _STEP,
     _STEP_START,
     _THEN,
@@ -48,7 +46,8 @@ from ._rules import (
     _WEAK_BOUNDARY,
     _WH_START,
     _WHOLE,
-    _masked,
+    _ends_question,
+    _ends_sentence,
 )
 from ._types import Decomposition, Part, _Unit
 from ._units import _strip_label, _units
@@ -97,7 +96,7 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
     constraining = {k for k, u in enumerate(units) if k and _constrains(u)}
     chosen: list[tuple[_Unit, float]] = []
     for k, u in enumerate(units):
-        masked = _masked(u.text)
+        masked = u.masked
         if k in constraining and chosen:
             continue  # "Write a cover letter. Make it short.": one request
         if not u.item and _RHETORICAL_OPENER.match(_core(u.text)):
@@ -105,16 +104,16 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
         if k and _THEN.match(u.text) and not u.item:
             before = _request_before(units, k)
             taken = bool(chosen) and chosen[-1][0] is before
-            if not taken and not before.item and _SENTENCE_END.search(_masked(before.text)):
+            if not taken and not before.item and _ends_sentence(before.masked):
                 chosen.append((before, _IMPERATIVE))  # "Draft a bio. Then shorten it."
         if u.item:
             if list_ok:
-                question = _QUESTION_END.search(masked)
+                question = _ends_question(masked)
                 chosen.append((u, _LISTED_QUESTION if question else _LISTED_REQUEST))
             continue
         if masked.rstrip().endswith((":", "：")):
             continue  # a lead-in: "Please answer the following:"
-        if _QUESTION_END.search(masked) or u.clause:
+        if _ends_question(masked) or u.clause:
             chosen.append((u, _WEAK_BOUNDARY if u.clause else _QUESTION_SENTENCE))
         elif _STEP_START.match(u.text):
             chosen.append((u, _STEP))
@@ -123,7 +122,7 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
         elif _WH_START.match(_core(u.text)):
             # "Also what's the best way to move my files over."
             chosen.append((u, _UNMARKED_QUESTION))
-        elif _is_request(u.text) and (_SENTENCE_END.search(masked) or u.bare is not None):
+        elif _is_request(u.text) and (_ends_sentence(masked) or u.bare is not None):
             chosen.append((u, _IMPERATIVE))
     # "Who buys a car in December? But my lease ends ...": a question the user answers
     # or sets aside with a "but" statement was rhetorical, context for what follows.
@@ -132,7 +131,7 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
         (u, c)
         for u, c in chosen
         if u.item
-        or not _QUESTION_END.search(_masked(u.text))
+        or not _ends_question(u.masked)
         or not _rhetorical(u, units[position[id(u)] + 1 : position[id(u)] + 2])
     ]
     # "Anyway, can you ...?": what came before the pivot was context.
@@ -161,11 +160,7 @@ def _choose(units: Sequence[_Unit], prompt: str) -> list[tuple[_Unit, float]]:
 
 def _constrains(u: _Unit) -> bool:
     """A sentence saying how to do the request before it ("Use bullet points.")."""
-    return (
-        not u.item
-        and not _QUESTION_END.search(_masked(u.text))
-        and bool(_CONSTRAINT.match(_core(u.text)))
-    )
+    return not u.item and not _ends_question(u.masked) and bool(_CONSTRAINT.match(_core(u.text)))
 
 
 def _request_before(units: Sequence[_Unit], k: int) -> _Unit:
@@ -207,7 +202,7 @@ def _rhetorical(question: _Unit, following: Sequence[_Unit]) -> bool:
         following
         and not following[0].item
         and _BUT.match(following[0].text)
-        and not _QUESTION_END.search(_masked(following[0].text))
+        and not _ends_question(following[0].masked)
     )
 
 

@@ -3,7 +3,9 @@ into on the way (``_Unit``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ._rules import _masked
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +49,15 @@ class _Unit:
     item: bool = False  # a list item
     clause: bool = False  # one of several questions separated by semicolons
     bare: int | None = None  # a whole line without end punctuation: its block of lines
+    # ``masked`` of the text it was last computed for: a unit is read by several passes,
+    # and masking each time was a fifth of ``_choose``'s time on long lists.
+    _masked_of: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def masked(self) -> str:
+        """``_masked(self.text)``, computed once per text (``text`` is reassigned while
+        clauses are cut)."""
+        memo = self._masked_of
+        if memo is None or memo[0] is not self.text:
+            memo = self._masked_of = (self.text, _masked(self.text))
+        return memo[1]

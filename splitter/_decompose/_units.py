@@ -6,15 +6,15 @@ import re
 
 from ._reading import _asks, _mostly_parts
 from ._rules import (
-    _DANGLING,
     _INLINE_MARK,
     _LOG_LINE,
     _LONGEST_NO_BREAK,
     _MARKER,
     _NO_BREAK_BEFORE,
     _SENTENCE_BREAK,
-    _SENTENCE_END,
     _SPEAKER,
+    _dangles,
+    _ends_sentence,
     _masked,
 )
 from ._types import _Unit
@@ -88,14 +88,14 @@ def _units(prompt: str) -> list[_Unit]:
         # A hard-wrapped sentence: this line ends mid-phrase and the next goes on.
         while (
             i + 1 < len(lines)
-            and _DANGLING.search(masked[lines[i][0] : end])  # the last line joined
+            and _dangles(masked[lines[i][0] : end])  # the last line joined
             and masked[lines[i + 1][0] : lines[i + 1][1]].strip()
             and not _MARKER.match(prompt[lines[i + 1][0] : lines[i + 1][1]])
         ):
             i += 1
             end = lines[i][1]
         line_units = inline or _sentences(prompt, masked, start, end)
-        if len(line_units) == 1 and not _SENTENCE_END.search(masked[start:end]):
+        if len(line_units) == 1 and not _ends_sentence(masked[start:end]):
             line_units[0].bare = block
         units.extend(line_units)
         i += 1
