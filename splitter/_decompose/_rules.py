@@ -342,6 +342,9 @@ def _quote_spans(text: str) -> list[tuple[int, int]]:
     """Where the quoted spans are, left to right. A regex would try every unclosed opener
     against the rest of the text (quadratic on a run of them); here each closer's next
     position is looked up once and reused until the scan passes it."""
+    opener = _QUOTE_OPENER.search(text)
+    if opener is None:
+        return []  # most texts: no quote to look for a closer of
     spans: list[tuple[int, int]] = []
     next_at: dict[str, int] = {}  # closer -> where it was last found (-1: nowhere after)
 
@@ -355,8 +358,7 @@ def _quote_spans(text: str) -> list[tuple[int, int]]:
                 found.append(at)
         return min(found, default=-1)
 
-    pos = 0
-    while (opener := _QUOTE_OPENER.search(text, pos)) is not None:
+    while opener is not None:
         start = opener.start()
         closers = _CURLY_CLOSERS.get(opener.group())
         if closers is None:
@@ -366,10 +368,10 @@ def _quote_spans(text: str) -> list[tuple[int, int]]:
             close = closer_after(closers, start + 1)
             end = close + 1 if close >= 0 else -1
         if end < 0:
-            pos = start + 1
+            opener = _QUOTE_OPENER.search(text, start + 1)
             continue
         spans.append((start, end))
-        pos = end
+        opener = _QUOTE_OPENER.search(text, end)
     return spans
 
 
