@@ -31,7 +31,8 @@ TAILS: dict[str, tuple[re.Pattern[str], Callable[[str], bool]]] = {
 
 
 def _words_of(pattern: re.Pattern[str]) -> list[str]:
-    words = set(re.findall(r"[^\W\d_]+", pattern.pattern))
+    source = re.sub(r"\\[A-Za-z]", " ", pattern.pattern)  # "\bne" is "ne", not "bne"
+    words = set(re.findall(r"[^\W\d_]+", source))
     return sorted(words | {w.replace("ı", "i") for w in words} | {"?", "？", ".", "!", "。"})
 
 
