@@ -96,6 +96,7 @@ class RunState:
         # Prompt tokens the requests sent after the head's first token share with it (the
         # system message); what the cache serves of them teaches its scope.
         self.follows = 0
+        self._preamble: int | None = None  # the batch's system message, in tokens (counted once)
         if plan.chosen.primed and len(groups) > 1:
             # Primed fan-out: the others go at the first's first token (its prefill done),
             # so the engine's prefix cache holds the shared prefix when they reach it.
@@ -121,11 +122,19 @@ class RunState:
             self.follows = preamble_tokens(self.spec)
 
     def reserve_single(self, index: int) -> int:
-        """Tokens one question's request books in the budget: input + max_tokens."""
+        """Tokens one question's request books in the budget: input + max_tokens, the
+        input with the system message it is sent with (its own, or the batch's system
+        prompt and shared context: a plan item counts its question alone, and a fan-out
+        request with a 1,450-token document booked 39 tokens)."""
         item = self.items.get(index)
         if item is None:  # pragma: no cover - every planned question has an item
             return count_tokens(self.questions[index].text, self.spec.model)
-        return item.input_tokens + (item.max_tokens or item.output_tokens)
+        head = item.preamble
+        if head is None:
+            if self._preamble is None:
+                self._preamble = preamble_tokens(self.spec)
+            head = self._preamble
+        return head + item.input_tokens + (item.max_tokens or item.output_tokens)
 
     def store(self, answer: Answer) -> None:
         self.slots[answer.index] = answer

@@ -13,7 +13,7 @@ import openai
 import pytest
 from body_support import recording_client
 
-from splitter import Cache, InvalidInputError, Policy, Question, Splitter
+from splitter import Cache, InvalidInputError, Policy, Question, RequestStarted, Splitter
 from splitter._estimate import count_tokens
 from splitter._request_spec import sends_cache_key
 from splitter.sim import Profile, SimService, serve
@@ -190,6 +190,32 @@ async def test_the_plan_prices_the_context_once_per_request() -> None:
         s - p for s, p in zip(inputs(shared, "merge"), inputs(plain, "merge"), strict=True)
     ]
     assert merged_extra == extra[0]  # once, not once per question
+
+
+@pytest.mark.parametrize("strategy", ["fanout", "merge"])
+async def test_every_request_books_the_context_it_carries(strategy: str) -> None:
+    """The token budget books what a request sends: a fan-out request's input holds the
+    context as a merged one's does (it booked the question alone: 39 tokens for a request
+    carrying a 1,450-token document, so a token limit was overrun by the context times the
+    requests), and the plan's own booking agrees."""
+    booked: dict[int, int] = {}
+
+    def on_event(event: object) -> None:
+        if isinstance(event, RequestStarted):
+            booked[event.request] = event.reserved_tokens
+
+    async with _service(slots=4).async_client() as client:
+        splitter_ = _splitter(client, strategy)
+        planned = splitter_.plan(QUESTIONS, context=DOC)
+        result = await splitter_.aask_many(QUESTIONS, context=DOC, on_event=on_event)
+    assert result.ok
+    assert_answers_match(result)
+    groups = planned.chosen.groups
+    assert len(booked) == len(groups) == (len(QUESTIONS) if strategy == "fanout" else 1)
+    assert all(tokens > count_tokens(DOC, MODEL) for tokens in booked.values())
+    assert sorted(booked.values()) == sorted(
+        g.input_tokens + (g.max_tokens or g.output_tokens) for g in groups
+    )
 
 
 async def test_a_cached_answer_is_never_given_for_another_context() -> None:
