@@ -135,7 +135,7 @@ class Sender:
             if request is not None:
                 request.started(attempt, reserve)
             sent_at = _clock.now()
-            fit = run.endpoint.service.sample()  # its queue read and learned from
+            fit = run.endpoint.service.sample(reserve)  # its queue read and learned from
             token = run.endpoint.meter.start(sent_at, read=fit)
             if not self._wired and budget is not None:
                 # The budget's last gate, just before the HTTP write (see _budget._wire).

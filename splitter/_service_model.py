@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._cost_model import ServiceEstimate, simulate
 from ._engine_readings import EngineReadings
+from ._fit_sampling import FitSampler
 from ._meter import SLOT_CANDIDATES, Reading
 from ._prefix_cache import PrefixCacheRecord
 from ._service_fit import _DECAY, _SETTLED, FEATURES, Theta, _dot, _Fit
@@ -58,7 +59,6 @@ _EPISODE_CAP = 256  # requests replayed at once when the service is never idle
 _SCORED_FIRST = 4
 _SCORE_EVERY = 4
 _PENDING_EPISODES = 4  # episodes whose replay may wait until the slot count is read
-_FIT_EVERY = 4  # once settled, one response in this many is folded into the fits (sample)
 
 
 class ServicePrior(BaseModel):
@@ -134,7 +134,7 @@ class ServiceModel:
         self._log_ratio = 0.0  # decayed sum of log(measured / prior-predicted)
         self._ratio_weight = 0.0
         self.observations = 0  # folded into the fits
-        self._sampled = 0  # responses :meth:`sample` was asked about
+        self._sampler = FitSampler()
         # What the endpoint's budget learned about its rate limits (Splitter.service_model
         # fills it in), so a saved model starts a new process knowing them too.
         self.limits: dict[str, Any] = {}
@@ -148,14 +148,13 @@ class ServiceModel:
         self.engine = EngineReadings()  # what the engine tells itself (llama-server's timings)
         self.prefix_cache = PrefixCacheRecord()  # its cost per token and its scope
 
-    def sample(self) -> bool:
-        """Whether the response to a request about to be sent is to be folded into the fits
-        (and its queue read by the meter): every one until the fits have ``_SETTLED``
-        observations, then one in ``_FIT_EVERY`` (issue #21: reading the queue and updating
-        every candidate's fit was the largest part of splitter's own CPU per request).
-        Every response still counts in the episodes replayed to score the slot counts."""
-        self._sampled += 1
-        return self.observations < _SETTLED or self._sampled % _FIT_EVERY == 0
+    def sample(self, booked: float = 0.0) -> bool:
+        """Whether the response to a request about to be sent, booking ``booked`` tokens
+        (input + max_tokens), is to be folded into the fits (and its queue read by the
+        meter): every one until the fits have ``_SETTLED`` observations, then a sample that
+        still takes every kind of request not yet learned (:mod:`._fit_sampling`). Every
+        response still counts in the episodes replayed to score the slot counts."""
+        return self._sampler.choose(booked, self.observations >= _SETTLED)
 
     def observe(self, obs: Observation) -> None:
         """Fold one response into the model."""

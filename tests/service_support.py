@@ -26,7 +26,7 @@ def observe_burst(
     finish; ``after_each`` runs after every observation. ``sampled``: as the sender does,
     the model chooses (:meth:`ServiceModel.sample`) which responses' queues are read and
     fitted; otherwise every one is."""
-    fits = [model.sample() if sampled else True for _ in starts]
+    fits = [model.sample(prompt + out) if sampled else True for out in outputs]
     tokens = [meter.start(t0 + s, read=fit) for s, fit in zip(starts, fits, strict=True)]
     for k in sorted(range(len(starts)), key=lambda k: finishes[k]):
         shared = meter.finish(tokens[k], t0 + finishes[k])

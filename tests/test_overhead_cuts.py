@@ -16,7 +16,7 @@ import openai
 import pytest
 from service_support import observe_burst
 
-from splitter import Policy, Splitter, _openai, _service_fit, _service_model
+from splitter import Policy, Splitter, _fit_sampling, _openai, _service_fit, _service_model
 from splitter._cost_model import ServiceEstimate, simulate
 from splitter._meter import InFlightMeter, Reading
 from splitter._service_fit import _Fit
@@ -123,6 +123,21 @@ def test_sampled_responses_learn_what_every_response_teaches() -> None:
             ]
             assert predicted[0] == pytest.approx(predicted[1], rel=0.05), (out, running)
     assert sampled_counts["add"] * 3 < full_counts["add"]
+
+
+def test_a_settled_model_fits_every_request_of_a_size_it_has_not_learned() -> None:
+    """Once settled, requests of a size the fits know (booked tokens within a power of two)
+    are fitted one in ``_FIT_EVERY``; the first ``_SETTLED_PER_SIZE`` of a new size (a long
+    document after short questions) each are, then one in ``_FIT_EVERY`` of those too."""
+    model = ServiceModel()
+    short = [model.sample(60) for _ in range(_service_fit._SETTLED)]
+    assert all(short)  # unsettled: every one
+    model.observations = _service_fit._SETTLED
+    assert sum(model.sample(60) for _ in range(400)) == 400 // _fit_sampling._FIT_EVERY
+    first = [model.sample(1_500) for _ in range(_fit_sampling._SETTLED_PER_SIZE)]
+    assert all(first)
+    assert sum(model.sample(1_500) for _ in range(400)) == 400 // _fit_sampling._FIT_EVERY
+    assert sum(model.sample(1_900) for _ in range(400)) == 100  # the same power of two
 
 
 def test_an_unread_request_costs_the_meter_nothing_per_request_in_flight() -> None:

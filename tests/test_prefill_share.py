@@ -34,9 +34,12 @@ def _questions(first: int, n: int, answer: int) -> list[Question]:
     ]
 
 
-async def _learn_then_plan(shared_prefill: bool) -> tuple[float, float, str]:
+async def _learn_then_plan(
+    shared_prefill: bool, settled_first: int = 0
+) -> tuple[float, float, str]:
     """(the share before, the share learned, auto's plan for 5 short questions on a new
-    document) after fan-out batches on documents: one alone, then four at once, twice."""
+    document) after fan-out batches on documents: one alone, then four at once, twice;
+    ``settled_first``: short questions with no document answered before them."""
     profile = Profile(name="doc", context_window=200_000, shared_prefill=shared_prefill, **ENGINE)  # type: ignore[arg-type]
     policy = Policy(
         prior=ServicePrior(**ENGINE),  # type: ignore[arg-type]  # no prefill share in it
@@ -46,6 +49,8 @@ async def _learn_then_plan(shared_prefill: bool) -> tuple[float, float, str]:
     fanout = policy.model_copy(update={"strategy": "fanout"})
     async with open_sim_client(SimService(profile)) as client:
         splitter_ = Splitter(client, policy=fanout, model="m")
+        for first in range(0, settled_first, 8):
+            await splitter_.aask_many(_questions(1000 + first, 8, 8))
         before = splitter_.service_model("m").estimate().prefill_share
         for n, word in enumerate(("dog", "cow", "hen", "pig")):
             doc = f"the {word} sat " * 600
@@ -62,6 +67,17 @@ async def test_a_compute_bound_prefill_is_learned_from_the_wall_and_merging_wins
     """Four 1,800-token prompts at once take ~4x one alone: the share is learned near 1 with
     no timings in any response, and auto then merges five questions about one document."""
     before, learned, label = await _learn_then_plan(shared_prefill=True)
+    assert before == 0.0
+    assert learned > 0.6
+    assert label == "merge"
+
+
+async def test_a_settled_model_learns_the_share_from_a_new_kind_of_request() -> None:
+    """After 96 short questions the fits take one response in four; the first requests
+    carrying a long document are each taken all the same (a kind the fits had not seen).
+    Sampled like the others, the few document requests left the share unlearned and
+    auto fanned out five questions about one document."""
+    before, learned, label = await _learn_then_plan(shared_prefill=True, settled_first=96)
     assert before == 0.0
     assert learned > 0.6
     assert label == "merge"
