@@ -8,7 +8,8 @@ document passed as ``context=``). In every cell four plans answer a batch of N q
 * merged: ``Policy(strategy="merge", merge=MergePolicy(max_per_request=N))``, one request;
 * fan-out: ``strategy="fanout"``, one request per question, all at once;
 * primed: ``strategy="primed"``, one request first, the others at its first token;
-* auto: ``strategy="auto"`` (the default ``MergePolicy``, so at most 4 questions a request).
+* auto: ``strategy="auto"`` (the default ``MergePolicy``, so at most 4 questions a request;
+  ``--cap-at-n``: at most N, as the merged plan).
 
 All four run on one ``Splitter`` (its policy swapped per plan), so they share one learned
 service model: the predicted wall time of each plan (``stats.predicted_wall_time``) comes
@@ -229,12 +230,17 @@ class CellReport:
         }
 
 
-def policies(n: int, canaries: bool = True) -> dict[str, Policy]:
+def policies(n: int, canaries: bool = True, cap_at_n: bool = False) -> dict[str, Policy]:
+    """Each plan's policy for a cell of ``n`` questions; ``cap_at_n``: auto may merge the
+    whole batch too (``MergePolicy.max_per_request``, by default 4, set to ``n``)."""
+    auto = MergePolicy(canaries=canaries)
+    if cap_at_n:
+        auto = auto.model_copy(update={"max_per_request": max(n, auto.max_per_request)})
     return {
         "merged": Policy(strategy="merge", merge=MergePolicy(max_per_request=n), timeout=600),
         "fan-out": Policy(strategy="fanout", timeout=600),
         "primed": Policy(strategy="primed", timeout=600),
-        "auto": Policy(merge=MergePolicy(canaries=canaries), timeout=600),
+        "auto": Policy(merge=auto, timeout=600),
     }
 
 
@@ -273,7 +279,7 @@ class Matrix:
         params: dict[str, Any] = {"temperature": 0}
         if self.args.ignore_eos:
             params["extra_body"] = {"ignore_eos": True}
-        self.splitter.policy = policies(cell.n, self.args.canaries)[plan]
+        self.splitter.policy = policies(cell.n, self.args.canaries, self.args.cap_at_n)[plan]
         hook = PlanSpan()
         result = await self.splitter.aask_many(
             ask, system=SYSTEM, context=context, on_event=hook, **params
@@ -489,6 +495,11 @@ def parser() -> argparse.ArgumentParser:
         default=True,
         help="auto's merge canaries (MergePolicy.canaries; default on, as for users)",
     )
+    p.add_argument(
+        "--cap-at-n",
+        action="store_true",
+        help="auto may merge a whole cell (MergePolicy.max_per_request=N, not the default 4)",
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="write every run here")
     p.add_argument("--plot", default=None, metavar="PNG", help="a bar chart of the medians")
     p.add_argument(
@@ -527,7 +538,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"engine matrix on {where}: plans {', '.join(PLANS)}; {args.rounds} round(s) per cell, "
         f"interleaved; auto warm-up {args.warmup} batch(es) per cell ({2 * args.warmup} in "
-        f"the first); auto's canaries {'on' if args.canaries else 'off'}; times in {unit}"
+        f"the first); auto's canaries {'on' if args.canaries else 'off'}"
+        f"{'; auto may merge a whole cell' if args.cap_at_n else ''}; times in {unit}"
         f"; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
