@@ -196,8 +196,8 @@ async def test_the_plan_prices_the_context_once_per_request() -> None:
 async def test_every_request_books_the_context_it_carries(strategy: str) -> None:
     """The token budget books what a request sends: a fan-out request's input holds the
     context as a merged one's does (it booked the question alone: 39 tokens for a request
-    carrying a 1,450-token document, so a token limit was overrun by the context times the
-    requests), and the plan's own booking agrees."""
+    carrying a 1,450-token document, and a stated token limit never counted the context),
+    and the plan's own booking agrees."""
     booked: dict[int, int] = {}
 
     def on_event(event: object) -> None:
