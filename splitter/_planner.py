@@ -97,6 +97,9 @@ class Plan:
     items: tuple[PlanItem, ...] = ()
     agreement: Agreement | None = None  # merged answers vs their canaries, when measured
     min_agreement: float = 0.0
+    # The batch's system message (system prompt and shared context) in tokens: what every
+    # request reads before its question unless the question brings its own.
+    preamble_tokens: int = 0
 
     @property
     def predicted_latency(self) -> float:
@@ -193,6 +196,7 @@ def plan_wave(
         tuple(items),
         shown,
         policy.merge.min_agreement,
+        preamble_tokens,
     )
 
 

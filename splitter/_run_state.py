@@ -17,7 +17,7 @@ import anyio
 
 from ._budget import Budget
 from ._endpoint import Endpoint
-from ._estimate import count_tokens, preamble_tokens
+from ._estimate import count_tokens
 from ._events import Emitter
 from ._exceptions import DeadlineExceededError, SplitterError
 from ._openai import OpenAIBackend
@@ -96,13 +96,13 @@ class RunState:
         # Prompt tokens the requests sent after the head's first token share with it (the
         # system message); what the cache serves of them teaches its scope.
         self.follows = 0
-        self._preamble: int | None = None  # the batch's system message, in tokens (counted once)
+        self.preamble = plan.preamble_tokens  # the batch's system message, in tokens
         if plan.chosen.primed and len(groups) > 1:
             # Primed fan-out: the others go at the first's first token (its prefill done),
             # so the engine's prefix cache holds the shared prefix when they reach it.
             self.head = groups[0].indexes[0]
             self.head_started = anyio.Event()
-            self.follows = preamble_tokens(spec)
+            self.follows = self.preamble
 
     def stream_to(self, relay: Relay, positions: Sequence[int]) -> None:
         self.relay, self.positions = relay, positions
@@ -119,7 +119,7 @@ class RunState:
             # seldom delays what is shown.
             self.head = groups[0].indexes[0]
             self.head_started = anyio.Event()
-            self.follows = preamble_tokens(self.spec)
+            self.follows = self.preamble
 
     def reserve_single(self, index: int) -> int:
         """Tokens one question's request books in the budget: input + max_tokens, the
@@ -129,11 +129,7 @@ class RunState:
         item = self.items.get(index)
         if item is None:  # pragma: no cover - every planned question has an item
             return count_tokens(self.questions[index].text, self.spec.model)
-        head = item.preamble
-        if head is None:
-            if self._preamble is None:
-                self._preamble = preamble_tokens(self.spec)
-            head = self._preamble
+        head = self.preamble if item.preamble is None else item.preamble
         return head + item.input_tokens + (item.max_tokens or item.output_tokens)
 
     def store(self, answer: Answer) -> None:
